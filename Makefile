@@ -1,0 +1,75 @@
+# gapscope: harness -> scripts -> traces -> analysis.
+# `make demo` and `make test` set everything up on a fresh machine (a venv in .venv/).
+# On the GPU machine, where nothing can be installed, pass NO_VENV=1 to run from the source tree
+# with the machine's own python3 (see ../shared/device/README.md).
+
+PYTHON ?= python3
+VENV   ?= .venv
+# CPU build for tests; it lies on disk on these machines. Never installed over an existing torch.
+TORCH  ?= torch==2.13.0
+VARIANT ?= pipelined
+ARGS   ?=
+DEMO_TRACES ?= tests/data/h200-eager-static-bs16.sqlite tests/data/h200-eager-pipelined-seed-bs16.sqlite
+
+ifdef NO_VENV
+PY := $(PYTHON)
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+ANALYSIS_DEPS :=
+HARNESS_DEPS :=
+else
+PY := $(VENV)/bin/python
+ANALYSIS_DEPS := $(VENV)/.analysis
+HARNESS_DEPS := $(VENV)/.harness
+endif
+export GAPSCOPE_PYTHON := $(PY)
+
+.PHONY: install install-analysis test test-gpu demo lint clean profile profile-all doctor study
+
+install: $(HARNESS_DEPS)
+install-analysis: $(ANALYSIS_DEPS)
+
+# A torch already installed for $(PYTHON) (a CUDA build, say) is kept: the venv then sees it.
+$(VENV)/bin/python:
+	@if $(PYTHON) -c 'import torch' 2>/dev/null; then \
+	  echo "gapscope: using the torch already installed for $(PYTHON)"; \
+	  $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else $(PYTHON) -m venv $(VENV); fi
+
+$(VENV)/.analysis: $(VENV)/bin/python pyproject.toml
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.harness: $(VENV)/.analysis
+	@$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q '$(TORCH)'
+	$(PY) -m pip install -q -e '.[harness,dev]'
+	@touch $@
+
+# The main job on an embedded default: with no GPU, compare the bundled real H200 captures.
+demo: $(ANALYSIS_DEPS)
+	$(PY) -m analysis.cli compare $(DEMO_TRACES)
+	$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo
+
+test: $(HARNESS_DEPS)
+	$(PY) -m pytest
+
+test-gpu: $(HARNESS_DEPS)
+	$(PY) -m pytest -m gpu -v
+
+lint: $(HARNESS_DEPS)
+	$(PY) -m ruff check harness analysis tests
+
+profile: $(HARNESS_DEPS)
+	bash scripts/profile.sh $(VARIANT) $(ARGS)
+
+profile-all: $(HARNESS_DEPS)
+	bash scripts/profile-all.sh $(ARGS)
+
+doctor: $(ANALYSIS_DEPS)
+	$(PY) -m analysis.cli doctor
+
+study: $(HARNESS_DEPS)
+	bash scripts/study.sh $(ARGS)
+
+clean:
+	rm -rf $(VENV) out build dist *.egg-info .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

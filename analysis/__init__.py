@@ -1,0 +1,1 @@
+"""gapscope analysis: reads an Nsight Systems SQLite export (no torch needed)."""
