@@ -36,12 +36,12 @@ $(VENV)/bin/python:
 	else $(PYTHON) -m venv $(VENV); fi
 
 $(VENV)/.analysis: $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -qq -e .
 	@touch $@
 
 $(VENV)/.harness: $(VENV)/.analysis
-	@$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q '$(TORCH)'
-	$(PY) -m pip install -q -e '.[harness,dev]'
+	@$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -qq '$(TORCH)'
+	$(PY) -m pip install -qq -e '.[harness,dev]'
 	@touch $@
 
 # The main job on an embedded default: with no GPU, compare the bundled real H200 captures.
