@@ -1,0 +1,169 @@
+# Shared helpers for the capture scripts; sourced, never run. Callers set `set -euo pipefail`.
+# Finds nsys, checks its version, names run directories, and edits run.json with the stdlib only.
+# shellcheck shell=bash
+
+PY=${GAPSCOPE_PYTHON:-python3}
+
+# Older nsys releases were not checked against these flags and this SQLite schema; 2024.2 (Debian's)
+# has every flag profile.sh passes. GAPSCOPE_NSYS_MIN lowers the bar at your own risk.
+NSYS_MIN_VERSION=${GAPSCOPE_NSYS_MIN:-2024.2}
+
+# Where Nsight Systems lands when it is not on PATH; the last is the full copy Nsight Compute ships.
+NSYS_PLACES=${GAPSCOPE_NSYS_PLACES:-"/opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"}
+
+note() { printf 'gapscope: %s\n' "$*" >&2; }
+
+die() {  # CODE MESSAGE...
+  local code=$1
+  shift
+  note "$*"
+  exit "$code"
+}
+
+nsys_version() {  # NSYS: prints e.g. 2025.3.2.0 from "NVIDIA Nsight Systems version 2025.3.2.0-253..."
+  local out
+  out=$("$1" --version 2>/dev/null) || return 1
+  grep -oE '[0-9]{4}\.[0-9]+(\.[0-9]+)*' <<<"$out" | head -n 1 | grep . || return 1
+}
+
+version_ge() {  # A B: true when version A >= version B
+  [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
+}
+
+find_nsys() {  # prints the nsys to use; says on stderr which one and why
+  if [ -n "${NSYS:-}" ]; then
+    [ -x "$NSYS" ] || die 1 "NSYS=$NSYS is not an executable file: unset NSYS or point it at nsys"
+    note "using nsys $(nsys_version "$NSYS" || echo '(version unknown)') at $NSYS (from \$NSYS)"
+    printf '%s\n' "$NSYS"
+    return 0
+  fi
+  local candidates=() place best="" best_version="" version found=0
+  mapfile -t candidates < <(type -ap nsys)
+  for place in $NSYS_PLACES; do
+    [ -x "$place" ] && candidates+=("$place")
+  done
+  # Newest wins; on a tie the earlier place (PATH before install places) is kept.
+  for place in "${candidates[@]}"; do
+    version=$(nsys_version "$place") || { note "skipping $place: \`nsys --version\` failed"; continue; }
+    found=$((found + 1))
+    if [ -z "$best" ] || ! version_ge "$best_version" "$version"; then
+      best=$place
+      best_version=$version
+    fi
+  done
+  [ -n "$best" ] || die 1 "no nsys found (looked at \$NSYS, PATH, $NSYS_PLACES): install Nsight Systems or set NSYS=/path/to/nsys"
+  note "using nsys $best_version at $best (newest of $found found)"
+  printf '%s\n' "$best"
+}
+
+require_nsys_version() {  # NSYS
+  local version
+  version=$(nsys_version "$1") || die 1 "$1 --version failed: reinstall Nsight Systems or set NSYS to a working nsys"
+  version_ge "$version" "$NSYS_MIN_VERSION" ||
+    die 1 "nsys $version at $1 is too old (gapscope needs $NSYS_MIN_VERSION or newer to capture and export SQLite): install a newer Nsight Systems or set NSYS"
+}
+
+wants_cpu() {  # HARNESS_OPTIONS...: true when they ask for --device cpu
+  local prev=""
+  for arg in "$@"; do
+    if [ "$arg" = --device=cpu ] || { [ "$prev" = --device ] && [ "$arg" = cpu ]; }; then
+      return 0
+    fi
+    prev=$arg
+  done
+  return 1
+}
+
+require_gpu() {  # HARNESS_OPTIONS...: dies unless torch sees a CUDA GPU (skipped for --device cpu)
+  wants_cpu "$@" && return 0
+  local why
+  why=$("$PY" -c '
+import sys
+try:
+    import torch
+except ImportError:
+    sys.exit(f"torch is not installed for {sys.executable}: run make install")
+if not torch.cuda.is_available():
+    sys.exit(f"no CUDA GPU visible to torch {torch.__version__} (CUDA build: {torch.version.cuda})")
+' 2>&1) || die 1 "$why: profile on a machine with an NVIDIA GPU and driver (\`make doctor\` checks it)"
+}
+
+utc_stamp() { date -u +%Y%m%dT%H%M%SZ; }
+
+new_run_dir() {  # BASE NAME: creates BASE/NAME, or NAME-2, NAME-3... if taken; prints its path
+  local base=$1 name=$2 dir n=1
+  mkdir -p "$base"
+  dir="$base/$name"
+  # mkdir without -p fails when the directory exists, so two runs in one second never share one.
+  until mkdir "$dir" 2>/dev/null; do
+    [ -d "$base" ] || die 1 "cannot create run directories under $base"
+    n=$((n + 1))
+    dir="$base/$name-$n"
+  done
+  printf '%s\n' "$dir"
+}
+
+capture_flags() {  # TRACE: the nsys profile flags every capture uses (profile.sh and doctor)
+  # The harness opens and closes the window with cudaProfilerStart/Stop; without
+  # --capture-range-end=stop nsys ends the program when the range closes (exit 143).
+  printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop "--trace=$1" \
+    --sample=none --cpuctxsw=none --cuda-graph-trace=node --force-overwrite=false
+}
+
+json_merge() {  # FILE KEY JSON: sets FILE's top-level KEY to the JSON value, in place
+  "$PY" - "$@" <<'PY'
+import json, os, sys
+path, key, value = sys.argv[1:4]
+with open(path) as f:
+    doc = json.load(f)
+doc[key] = json.loads(value)
+with open(path + ".tmp", "w") as f:
+    json.dump(doc, f, indent=2)
+    f.write("\n")
+os.replace(path + ".tmp", path)
+PY
+}
+
+nsys_json() {  # VERSION PATH COMMAND...: the `nsys` entry of run.json
+  "$PY" -c 'import json, shlex, sys
+print(json.dumps({"command": shlex.join(sys.argv[3:]), "version": sys.argv[1], "path": sys.argv[2]}))' "$@"
+}
+
+bench_entry() {  # BENCH_JSON VARIANT: prints that variant's entry of `harness bench --json`
+  "$PY" -c 'import json, sys
+entries = [r for r in json.load(open(sys.argv[1]))["results"] if r["variant"] == sys.argv[2]]
+if not entries:
+    sys.exit(f"no {sys.argv[2]} entry in {sys.argv[1]}")
+print(json.dumps(entries[0]))' "$@"
+}
+
+capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels>" found in an nsys export
+  "$PY" - "$1" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+# nsys exports lazily: a table that would hold no rows is not created at all.
+STEPS_SQL = """
+    SELECT count(*) FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId
+    WHERE coalesce(e.text, s.value) LIKE 'Step %'"""
+steps = db.execute(STEPS_SQL).fetchone()[0] if {"NVTX_EVENTS", "StringIds"} <= tables else 0
+kernels = 0
+if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
+    kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+print(steps, kernels)
+PY
+}
+
+json_get() {  # FILE DOTTED.KEY: prints a value from a JSON file, or nothing when absent
+  "$PY" -c 'import json, sys
+value = json.load(open(sys.argv[1]))
+for part in sys.argv[2].split("."):
+    value = value.get(part) if isinstance(value, dict) else None
+print("" if value is None else value)' "$@" 2>/dev/null || true
+}
+
+analysis_missing() {  # prints why analysis.cli cannot be imported; false when it can
+  local why
+  why=$("$PY" -c 'import analysis.cli' 2>&1) && return 1
+  printf '%s\n' "$why" | tail -n 1
+}

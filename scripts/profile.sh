@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# profile.sh VARIANT [--osrt] [harness run options]: one Nsight Systems capture of one decode variant.
+#
+# What it captures: CUDA API calls, GPU kernels/copies and the harness' NVTX ranges (`Step N`
+# holding `Model Forward` and `Check Stop Condition`) for the steps of the harness' profiler window
+# only (--window S:E, default 30:50), after the harness' full warm-up run. Everything lands in a new
+# run directory traces/<UTC time>-<variant>/ (TRACES_DIR replaces traces/; never overwritten):
+#   untraced.json     the same configuration timed without nsys, so a report can show the
+#                     profiler's own overhead (GAPSCOPE_UNTRACED_REPEATS=5 repeats; 0 skips it)
+#   capture.nsys-rep  the capture (opens in the Nsight Systems GUI)
+#   capture.sqlite    its SQLite export, made here by the same nsys: older ones cannot read it
+#   nsys.log          everything nsys and the harness printed
+#   run.json          the harness' record, plus `nsys` {command, version, path} and `untraced`
+#   the analysis report, when analysis.cli is importable
+#
+# Why the unusual nsys flags:
+#   --capture-range=cudaProfilerApi  record only between the harness' cudaProfilerStart/Stop,
+#                                    not model loading, warm-up or compilation
+#   --capture-range-end=stop         let the program finish once the range closes; without it
+#                                    nsys ends the program there (exit 143)
+#   --sample=none --cpuctxsw=none    no CPU sampling or context-switch trace: with them a capture
+#                                    took over two minutes and wrote 2.2 GB on the H200 machine
+#   --cuda-graph-trace=node          kernels inside CUDA graphs show one by one (graphed variants)
+#   --force-overwrite=false          an existing capture is never replaced
+#   --trace=cuda,nvtx                --osrt or GAPSCOPE_OSRT=1 adds osrt (OS runtime calls: the
+#                                    futex and poll waits behind a blocking sync)
+#
+# Exit status: 0 done; 2 bad usage; the run's own status when the harness fails under nsys; 1 for
+# the other failures. Each failure is one line on stderr naming the cause and the option to change.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+# `-m harness` resolves to this checkout from any working directory.
+export PYTHONPATH="${here%/scripts}${PYTHONPATH:+:$PYTHONPATH}"
+
+usage="usage: scripts/profile.sh VARIANT [--osrt] [harness run options, e.g. --batch 1 --window 30:50]"
+{ [ $# -ge 1 ] && [[ $1 != -* ]]; } || die 2 "$usage"
+variant=$1
+shift
+trace=cuda,nvtx
+[ "${GAPSCOPE_OSRT:-0}" = 1 ] && trace=cuda,nvtx,osrt
+opts=()
+window=30:50
+prev=""
+for arg in "$@"; do
+  case $arg in
+    --osrt) trace=cuda,nvtx,osrt ;;
+    --variant | --variant=* | --variants | --variants=* | --out | --out=*)
+      die 2 "profile.sh sets $arg itself: $usage" ;;
+    *) opts+=("$arg") ;;
+  esac
+  [ "$prev" = --window ] && window=$arg
+  [[ $arg == --window=* ]] && window=${arg#--window=}
+  prev=$arg
+done
+
+nsys=$(find_nsys)
+require_nsys_version "$nsys"
+nsys_ver=$(nsys_version "$nsys")
+require_gpu "${opts[@]}"
+
+run=$(new_run_dir "${TRACES_DIR:-traces}" "$(utc_stamp)-$variant")
+# profile-all.sh learns each run directory through this file.
+[ -z "${GAPSCOPE_RUN_DIR_FILE:-}" ] || printf '%s\n' "$run" >"$GAPSCOPE_RUN_DIR_FILE"
+note "run directory: $run"
+
+repeats=${GAPSCOPE_UNTRACED_REPEATS:-5}
+if [ "$repeats" != 0 ]; then
+  rc=0
+  "$PY" -m harness bench --variants "$variant" "${opts[@]}" --repeats "$repeats" \
+    --json "$run/untraced.json" || rc=$?
+  [ "$rc" = 0 ] || die "$rc" "the untraced timing run failed (exit $rc, its message is above); nothing was captured"
+fi
+
+mapfile -t flags < <(capture_flags "$trace")
+cmd=("$nsys" profile "${flags[@]}" -o "$run/capture"
+  "$PY" -m harness run --variant "$variant" --out "$run" "${opts[@]}")
+note "capturing: ${cmd[*]}"
+rc=0
+"${cmd[@]}" 2>&1 | tee "$run/nsys.log" || rc=${PIPESTATUS[0]}
+
+last_line() { grep -v '^[[:space:]]*$' "$run/nsys.log" | tail -n 1; }
+# nsys exits with the status of the program it ran.
+[ "$rc" = 0 ] || die "$rc" "the run under nsys failed with exit code $rc: $(last_line) (all of it in $run/nsys.log)"
+
+steps_run=$(json_get "$run/run.json" result.steps_run)
+rep=$run/capture.nsys-rep
+if [ ! -f "$rep" ]; then
+  [ ! -f "$run/capture.qdstrm" ] ||
+    die 1 "nsys $nsys_ver wrote $run/capture.qdstrm but no .nsys-rep: its importer is missing or broken here (see $run/nsys.log). The .qdstrm is kept: import it where Nsight Systems $nsys_ver works, with \`QdstrmImporter -i $run/capture.qdstrm\` from that same version, then \`scripts/export.sh capture.nsys-rep\`"
+  die 1 "nsys wrote no capture: the profiler window --window $window never opened (the run made ${steps_run:-an unknown number of} steps, on --device cuda?): choose a --window inside the run or raise --new-tokens"
+fi
+
+sqlite=$run/capture.sqlite
+rc=0
+"$nsys" export --type sqlite -o "$sqlite" "$rep" 2>&1 | tee -a "$run/nsys.log" || rc=${PIPESTATUS[0]}
+{ [ "$rc" = 0 ] && [ -f "$sqlite" ]; } ||
+  die 1 "nsys $nsys_ver could not export $rep to SQLite (exit $rc): $(last_line). The .nsys-rep is kept: export it with the nsys that captured it, \`scripts/export.sh $rep\`"
+
+contents=$(capture_contents "$sqlite") || die 1 "cannot read $sqlite as an nsys SQLite export"
+read -r steps kernels <<<"$contents"
+if [ "$steps" = 0 ] && [ "$kernels" = 0 ]; then
+  die 1 "the capture holds no steps and no CUDA kernels: --window $window lies outside the steps the run made (${steps_run:-unknown}): choose a --window inside the run or raise --new-tokens"
+elif [ "$steps" = 0 ]; then
+  die 1 "the capture holds $kernels CUDA kernels but no \`Step N\` NVTX ranges: NVTX was not recorded: check that \`$PY -c 'import nvtx'\` works and that --trace has nvtx"
+elif [ "$kernels" = 0 ]; then
+  die 1 "the capture holds $steps steps but no CUDA kernels: the run did not use the GPU (pass --device cuda) or CUDA was not traced (--trace needs cuda)"
+fi
+if [[ $window =~ ^([0-9]+):([0-9]+)$ ]] && [ "$steps" -lt $((BASH_REMATCH[2] - BASH_REMATCH[1])) ]; then
+  note "warning: the capture holds $steps steps, --window $window asked for $((BASH_REMATCH[2] - BASH_REMATCH[1])): the run ended at step ${steps_run:-?} (raise --new-tokens or check --stop)"
+fi
+
+[ -f "$run/run.json" ] || die 1 "the harness wrote no $run/run.json: see $run/nsys.log"
+json_merge "$run/run.json" nsys "$(nsys_json "$nsys_ver" "$nsys" "${cmd[@]}")"
+untraced=null
+[ ! -f "$run/untraced.json" ] || untraced=$(bench_entry "$run/untraced.json" "$variant")
+json_merge "$run/run.json" untraced "$untraced"
+
+if why=$(analysis_missing); then
+  note "no report: analysis.cli is not importable ($why); the capture is in $run"
+else
+  "$PY" -m analysis.cli report "$run" -o "$run" || die 1 "the analysis report failed on $run (its message is above)"
+  "$PY" -m analysis.cli analyze "$run" || die 1 "the analysis failed on $run (its message is above)"
+fi
+
+traced_ms=$(json_get "$run/run.json" timing.ms_per_step)
+untraced_ms=$(json_get "$run/run.json" untraced.ms_per_step_median)
+note "done: $run ($steps steps, $kernels kernels captured; ms/step traced ${traced_ms:-?}, untraced ${untraced_ms:-not measured})"
