@@ -1,0 +1,5 @@
+"""The one error the analysis raises on bad input; the CLI turns it into a one-line message."""
+
+
+class TraceError(Exception):
+    """A trace or an option the analysis cannot use. The message says what is wrong and what to do."""

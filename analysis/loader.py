@@ -1,0 +1,223 @@
+"""The only module that touches SQLite: reads an Nsight Systems export into DataFrames.
+
+The file is opened read-only (`mode=ro`): analysing a trace never changes its bytes.
+Required tables are checked first, with the nsys option that would have recorded them.
+"""
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import TraceError
+
+# Event types of NVTX_EVENTS that are ranges (the same four nsys's own projection report reads).
+NVTX_PUSHPOP = 59
+NVTX_STARTEND = 60
+NVTXT_PUSHPOP = 70
+NVTXT_STARTEND = 71
+RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+OP_TABLES = {
+    KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
+    MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
+    MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET",
+}
+OP_KIND_NAMES = {KERNEL: "kernel", MEMCPY: "[memcpy]", MEMSET: "[memset]"}
+
+# globalTid = pid << 24 | tid (plus a hardware tag in the top bits); globalPid keeps the upper part.
+PID_MASK = np.int64(-(1 << 24))  # 0xFFFFFFFFFF000000 as a signed 64-bit mask
+
+REQUIRED_TABLES = {
+    "StringIds": "every nsys export has it: is this file a SQLite export of Nsight Systems?",
+    "NVTX_EVENTS": "profile with `nsys profile --trace=cuda,nvtx` and instrument the steps with NVTX",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "profile with `nsys profile --trace=cuda,nvtx`",
+}
+
+# API calls that make the calling thread wait for the device (names after strip_api_suffix).
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpy3DPeer",
+    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToArray", "cudaMemcpyFromArray",
+    "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray", "cudaMemcpyArrayToArray",
+    "cudaMemcpy2DArrayToArray",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyDtoA", "cuMemcpyAtoD",
+    "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyAtoA", "cuMemcpy2D", "cuMemcpy2DUnaligned",
+    "cuMemcpy3D", "cuMemcpyPeer", "cuMemcpy3DPeer",
+})
+
+# `cudaLaunchKernel_v7000`, `cuMemcpyDtoH_v2`, per-thread default stream `_ptsz`/`_ptds`.
+_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
+
+
+def strip_api_suffix(name: str) -> str:
+    return _API_SUFFIX.sub("", name)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One export. Times in ns. `ops`: device, stream, start, end, corr, pid, kind, name_id.
+    `calls`: start, end, tid, corr, pid, name (suffix stripped), blocking.
+    `ranges`: start, end, tid, name (closed NVTX ranges only)."""
+
+    path: Path
+    schema_version: str
+    ops: pd.DataFrame
+    calls: pd.DataFrame
+    ranges: pd.DataFrame
+    strings: dict
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.stat().st_size == 0:
+        raise TraceError(f"{path}: empty file; export a capture with `nsys export --type sqlite`")
+    with open(path, "rb") as f:
+        if f.read(16) != b"SQLite format 3\x00":
+            raise TraceError(
+                f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`"
+            )
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def _tables(con: sqlite3.Connection) -> set:
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set:
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def check_tables(path: Path, tables: set) -> list:
+    """The op tables present; raises naming the first missing required table."""
+    if "StringIds" not in tables:
+        raise TraceError(
+            f"{path}: not an Nsight Systems export (no StringIds table); "
+            "export a capture with `nsys export --type sqlite`"
+        )
+    for table, fix in REQUIRED_TABLES.items():
+        if table not in tables:
+            raise TraceError(f"{path}: no {table} table: {fix}")
+    kinds = [k for k, t in OP_TABLES.items() if t in tables]
+    if not kinds:
+        raise TraceError(
+            f"{path}: no GPU operations (no CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY or _MEMSET table): "
+            "profile with `nsys profile --trace=cuda` and put the GPU work inside the capture range"
+        )
+    return kinds
+
+
+SCHEMA_VERSION_SQL = "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"
+
+
+def _schema_version(con: sqlite3.Connection, tables: set) -> str:
+    if "META_DATA_EXPORT" not in tables:
+        return "unknown"
+    row = con.execute(SCHEMA_VERSION_SQL).fetchone()
+    return row[0] if row else "unknown"
+
+
+# Lazy exports leave out empty tables, so the union is built from the tables that exist.
+OP_SELECT_SQL = """
+SELECT start, end, deviceId, streamId, IFNULL(correlationId, -1), IFNULL(globalPid, -1),
+       {name}, {kind}
+FROM {table}
+"""
+
+
+def _int_frame(rows: list, columns: list) -> pd.DataFrame:
+    data = np.array(rows, dtype=np.int64).reshape(len(rows), len(columns))
+    return pd.DataFrame(data, columns=columns)
+
+
+def read_ops(con: sqlite3.Connection, kinds: list) -> pd.DataFrame:
+    parts = [
+        OP_SELECT_SQL.format(
+            table=OP_TABLES[k], kind=k, name="shortName" if k == KERNEL else "-1"
+        )
+        for k in kinds
+    ]
+    rows = con.execute(" UNION ALL ".join(parts)).fetchall()
+    cols = ["start", "end", "device", "stream", "corr", "pid", "name_id", "kind"]
+    return _int_frame(rows, cols)
+
+
+CALLS_SQL = """
+SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId
+FROM CUPTI_ACTIVITY_KIND_RUNTIME
+"""
+
+
+def read_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
+    calls = _int_frame(con.execute(CALLS_SQL).fetchall(), ["start", "end", "tid", "corr", "name_id"])
+    calls["pid"] = calls["tid"] & PID_MASK
+    # Few distinct names: clean each once, not once per call.
+    ids = pd.unique(calls["name_id"])
+    clean = {i: strip_api_suffix(strings.get(int(i), "")) for i in ids}
+    calls["name"] = pd.Categorical(calls["name_id"].map(clean))
+    blocking_ids = [i for i, n in clean.items() if n in BLOCKING_CALLS]
+    calls["blocking"] = calls["name_id"].isin(blocking_ids)
+    return calls.drop(columns="name_id")
+
+
+# The name is `text`, or the registered string through `textId` (the `nvtx` package registers).
+RANGES_SQL = """
+SELECT e.start, e.end, IFNULL(e.globalTid, -1), {name}
+FROM NVTX_EVENTS AS e {join}
+WHERE e.eventType IN ({types}) AND e.end IS NOT NULL
+"""
+
+
+def read_ranges(con: sqlite3.Connection) -> pd.DataFrame:
+    has_text_id = "textId" in _columns(con, "NVTX_EVENTS")
+    sql = RANGES_SQL.format(
+        name="COALESCE(e.text, s.value)" if has_text_id else "e.text",
+        join="LEFT JOIN StringIds AS s ON s.id = e.textId" if has_text_id else "",
+        types=", ".join(str(t) for t in RANGE_EVENT_TYPES),
+    )
+    rows = con.execute(sql).fetchall()
+    ranges = pd.DataFrame(rows, columns=["start", "end", "tid", "name"])
+    ranges[["start", "end", "tid"]] = ranges[["start", "end", "tid"]].astype(np.int64)
+    ranges["name"] = ranges["name"].fillna("").astype(object)
+    return ranges
+
+
+def read_strings(con: sqlite3.Connection) -> dict:
+    return dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+
+
+def load_trace(path) -> Trace:
+    """Reads one export. Raises TraceError, one line, for anything it cannot use."""
+    path = Path(path)
+    con = _connect(path)
+    try:
+        tables = _tables(con)
+        kinds = check_tables(path, tables)
+        strings = read_strings(con)
+        trace = Trace(
+            path=path,
+            schema_version=_schema_version(con, tables),
+            ops=read_ops(con, kinds),
+            calls=read_calls(con, strings),
+            ranges=read_ranges(con),
+            strings=strings,
+        )
+    except sqlite3.DatabaseError as e:
+        raise TraceError(
+            f"{path}: unreadable SQLite ({e}): the file is damaged or truncated; export it again"
+        ) from None
+    finally:
+        con.close()
+    if trace.ops.empty:
+        raise TraceError(
+            f"{path}: the export holds no GPU operations; profile with `nsys profile --trace=cuda` "
+            "and put the GPU work inside the capture range"
+        )
+    return trace

@@ -1,0 +1,141 @@
+"""Steps: NVTX ranges matched by a pattern, the GPU ops each one launched, the per-step table.
+
+An op belongs to a step when its launch call (same correlationId, same process) lies inside the
+step's range on the step's thread: nsys's `nvtx_gpu_proj_trace` projection.
+
+    thread  |--------------- Step 7 ---------------|
+    host        [launch A]   [launch B]      [sync........]
+    device            |A|        |B|          gpu_start..gpu_end = A.start..B.end
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import TraceError
+from analysis.intervals import Coverage, union_ns_by_group
+
+DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
+DEFAULT_CHECK_PATTERN = r"^Check Stop Condition$"
+
+
+def compile_pattern(pattern: str, option: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise TraceError(f"{option} {pattern!r} is not a valid regular expression: {e}") from None
+
+
+def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
+    """Ranges whose name matches, sorted by start, with `index` from the pattern's first group
+    (when it is a number) or their position."""
+    matches = [pattern.search(name) for name in ranges["name"]]
+    hit = np.array([m is not None for m in matches], dtype=bool)
+    out = ranges[hit].copy()
+    groups = [m for m in matches if m is not None]
+    numbers = [m.group(1) if m.re.groups else None for m in groups]
+    out["index"] = [
+        int(n) if n is not None and n.isdigit() else i for i, n in enumerate(numbers)
+    ]
+    return out.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+
+
+def find_steps(ranges: pd.DataFrame, pattern: str) -> pd.DataFrame:
+    steps = match_ranges(ranges, compile_pattern(pattern, "--steps"))
+    if steps.empty:
+        seen = sorted(set(ranges["name"]))[:5]
+        raise TraceError(
+            f"no NVTX range matches the step pattern {pattern!r} (ranges seen: {seen}); "
+            "pass --steps REGEX"
+        )
+    return steps
+
+
+def attach_launches(ops: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """Adds each op's launch call: call_start, call_end, tid, call_name (-1 / NaN when missing)."""
+    launch = calls[calls["corr"] >= 0][["pid", "corr", "start", "end", "tid", "name"]]
+    launch = launch.rename(columns={"start": "call_start", "end": "call_end", "name": "call_name"})
+    # Correlation ids are per process; exports without globalPid on ops fall back to the id alone.
+    keys = ["pid", "corr"] if (ops["pid"] >= 0).all() else ["corr"]
+    launch = launch.drop_duplicates(keys)
+    if keys == ["corr"]:
+        launch = launch.drop(columns="pid")
+    out = ops.merge(launch, on=keys, how="left", sort=False)
+    for col in ("call_start", "call_end", "tid"):
+        out[col] = out[col].fillna(-1).astype(np.int64)
+    return out
+
+
+def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+    """Row of `steps` each op belongs to, -1 for none. Where two steps of one thread overlap,
+    the op goes to the later-starting one (nsys would count it in both)."""
+    owner = np.full(len(ops), -1, dtype=np.int64)
+    call_start = ops["call_start"].to_numpy()
+    call_end = ops["call_end"].to_numpy()
+    tid = ops["tid"].to_numpy()
+    for thread, group in steps.groupby("tid", sort=False):
+        rows = group.index.to_numpy()
+        starts = group["start"].to_numpy()
+        ends = group["end"].to_numpy()
+        mine = np.flatnonzero((tid == thread) & (call_start >= 0))
+        j = np.searchsorted(starts, call_start[mine], side="right") - 1
+        ok = j >= 0
+        jj = np.clip(j, 0, None)
+        ok &= call_end[mine] <= ends[jj]
+        owner[mine[ok]] = rows[jj[ok]]
+    return owner
+
+
+def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) -> pd.DataFrame:
+    """Per-step table of one device (METRICS.md, "Per step"). `ops` carries a `step` column."""
+    mine = ops[ops["step"] >= 0]
+    grouped = mine.groupby("step")
+    table = pd.DataFrame({
+        "step": steps["index"].to_numpy(),
+        "name": steps["name"].to_numpy(),
+        "cpu_start": steps["start"].to_numpy(),
+        "cpu_end": steps["end"].to_numpy(),
+        "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
+    })
+    # Distinct launch calls, like nsys's NumGPUOps: a CUDA graph launch counts once.
+    table["ops"] = grouped["corr"].nunique().reindex(steps.index, fill_value=0).to_numpy()
+    table["op_records"] = grouped.size().reindex(steps.index, fill_value=0).to_numpy()
+    has = table["op_records"].to_numpy() > 0
+    gpu_start = grouped["start"].min().reindex(steps.index).to_numpy()
+    gpu_end = grouped["end"].max().reindex(steps.index).to_numpy()
+    busy = union_ns_by_group(mine["step"].to_numpy(), mine["start"].to_numpy(),
+                             mine["end"].to_numpy()).reindex(steps.index).to_numpy()
+    table["gpu_start"] = pd.array(np.where(has, gpu_start, 0), dtype="Int64")
+    table["gpu_end"] = pd.array(np.where(has, gpu_end, 0), dtype="Int64")
+    table["busy_ns"] = pd.array(np.where(has, busy, 0), dtype="Int64")
+    table.loc[~has, ["gpu_start", "gpu_end", "busy_ns"]] = pd.NA
+    table["span_ns"] = table["gpu_end"] - table["gpu_start"]
+    table["intra_idle_ns"] = table["span_ns"] - table["busy_ns"]
+    _link_previous(table, has, device_busy)
+    return table
+
+
+def _link_previous(table: pd.DataFrame, has: np.ndarray, device_busy: Coverage) -> None:
+    """bubble_ns, overlap_ns, period_ns against the previous step that ran on this device."""
+    gpu_start = table["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan)
+    gpu_end = table["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan)
+    prev_end = pd.Series(gpu_end).ffill().shift(1).to_numpy()
+    linked = has & ~np.isnan(prev_end)
+    lo = np.where(linked, prev_end, 0).astype(np.int64)
+    hi = np.where(linked, gpu_start, 0).astype(np.int64)
+    gap = np.maximum(hi - lo, 0)
+    bubble = gap - device_busy.covered(lo, hi)
+    overlap = np.maximum(lo - hi, 0)
+    window_start = np.nanmin(gpu_start)
+    # The first step's period runs from the window's start, so the periods add up to the window.
+    period = np.where(linked, gpu_end - prev_end, gpu_end - window_start)
+    table["bubble_ns"] = _nullable(bubble, linked)
+    table["overlap_ns"] = _nullable(overlap, linked)
+    table["period_ns"] = _nullable(period, has)
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
+    out = pd.array(np.where(valid, values, 0).astype(np.int64), dtype="Int64")
+    out[~valid] = pd.NA
+    return out

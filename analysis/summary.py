@@ -1,0 +1,153 @@
+"""The whole analysis of one trace, device by device (METRICS.md), and its summary numbers."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import TraceError
+from analysis.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
+from analysis.intervals import Coverage
+from analysis.loader import OP_KIND_NAMES, Trace
+from analysis.steps import (
+    DEFAULT_CHECK_PATTERN,
+    DEFAULT_STEP_PATTERN,
+    assign_steps,
+    attach_launches,
+    compile_pattern,
+    find_steps,
+    match_ranges,
+    step_table,
+)
+from analysis.streams import check_cover, stream_table, window_busy_ns
+
+LEDGER = ("wait_ns", "host_ns", "launch_ns")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to analyse: the NVTX patterns for steps and stop checks, and which device."""
+
+    step_pattern: str = DEFAULT_STEP_PATTERN
+    check_pattern: str = DEFAULT_CHECK_PATTERN
+    device: int | None = None
+
+
+@dataclass(frozen=True)
+class DeviceAnalysis:
+    device: int
+    summary: dict
+    steps: pd.DataFrame
+    gaps: pd.DataFrame
+    streams: pd.DataFrame
+    pairs: pd.DataFrame
+    checks: pd.DataFrame
+    ops: pd.DataFrame
+
+
+def median(values) -> float | None:
+    """Median (mean of the two middle values for an even count); None when empty."""
+    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
+    return float(np.median(v)) if len(v) else None
+
+
+def p90(values) -> float | None:
+    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
+    return float(np.percentile(v, 90)) if len(v) else None
+
+
+def analyze(trace: Trace, options: Options = Options()) -> list:
+    """One DeviceAnalysis per device that ran ops of the steps (or the one asked for)."""
+    steps = find_steps(trace.ranges, options.step_pattern)
+    checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
+    ops = attach_launches(trace.ops, trace.calls)
+    ops["step"] = assign_steps(ops, steps)
+    devices = sorted(int(d) for d in ops.loc[ops["step"] >= 0, "device"].unique())
+    if not devices:
+        raise TraceError(
+            f"{trace.path}: no GPU op was launched inside a step range "
+            f"({len(steps)} steps match {options.step_pattern!r}); check --steps"
+        )
+    if options.device is not None:
+        if options.device not in devices:
+            raise TraceError(f"--device {options.device}: the steps ran on devices {devices}")
+        devices = [options.device]
+    return [
+        analyze_device(d, ops[ops["device"] == d].reset_index(drop=True), steps, checks, trace)
+        for d in devices
+    ]
+
+
+def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: pd.DataFrame,
+                   trace: Trace) -> DeviceAnalysis:
+    busy = Coverage(ops["start"].to_numpy(), ops["end"].to_numpy())
+    table = step_table(steps, ops, busy)
+    table = table[table["op_records"] > 0].reset_index(drop=True)
+    window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
+    gaps = split_gaps(find_gaps(ops, window), trace.calls)
+    gaps.insert(0, "step", table["step"].to_numpy()[gaps_by_step(gaps, table)])
+    gaps["next_op"] = _op_names(gaps, trace.strings)
+    gaps = gaps.drop(columns=["next_kind", "next_name_id"])
+    _add_idle_by_step(table, gaps)
+    per_stream, pairs, concurrent = stream_table(ops, window)
+    cover = check_cover(checks, busy, window)
+    summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
+                        cover, ops)
+    return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops)
+
+
+def _op_names(gaps: pd.DataFrame, strings: dict) -> list:
+    return [
+        strings.get(int(i), "?") if k == 0 else OP_KIND_NAMES[int(k)]
+        for k, i in zip(gaps["next_kind"], gaps["next_name_id"], strict=True)
+    ]
+
+
+def _add_idle_by_step(table: pd.DataFrame, gaps: pd.DataFrame) -> None:
+    """The gaps inside each step's period, by ledger part: with busy, they fill the period."""
+    pos = table.reset_index().set_index("step")["index"]
+    per = gaps.groupby(pos.loc[gaps["step"]].to_numpy())[list(LEDGER)].sum()
+    for part in LEDGER:
+        table[f"idle_{part}"] = per[part].reindex(table.index, fill_value=0).to_numpy()
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise AssertionError(f"gapscope bug: {what}")
+
+
+def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tuple, busy_ns: int,
+              concurrent: int, cover: pd.DataFrame, ops: pd.DataFrame) -> dict:
+    window_ns = window[1] - window[0]
+    idle_ns = window_ns - busy_ns
+    by_cause = {c: int(gaps.loc[gaps["cause"] == c, "gap_ns"].sum()) for c in CAUSES}
+    ledger = {part: int(gaps[part].sum()) for part in LEDGER}
+    _check(int(gaps["gap_ns"].sum()) == idle_ns, "gaps do not add up to the idle time")
+    _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")
+    _check(sum(ledger.values()) == idle_ns, "the idle ledger does not add up to the idle time")
+    _check(bool((gaps[list(LEDGER)].to_numpy() >= 0).all()), "a negative ledger part")
+    sync_free = window_ns - by_cause["sync"]
+    return {
+        "device": device,
+        "steps": len(table),
+        "window_ns": window_ns,
+        "busy_ns": busy_ns,
+        "idle_ns": idle_ns,
+        "gpu_util": busy_ns / window_ns if window_ns else None,
+        "step_cpu_ns_median": median(table["cpu_ns"]),
+        "period_ns_median": median(table["period_ns"]),
+        "busy_ns_median": median(table["busy_ns"]),
+        "bubble_ns_median": median(table["bubble_ns"]),
+        "bubble_ns_p90": p90(table["bubble_ns"]),
+        "intra_idle_ns_median": median(table["intra_idle_ns"]),
+        "idle_ns_by_cause": by_cause,
+        "idle_ledger": ledger,
+        "gaps": len(gaps),
+        "concurrent_ns": concurrent,
+        "check_cover_median": median(cover["cover"]),
+        "sync_free_speedup": window_ns / sync_free if sync_free > 0 else None,
+        "ops": int(table["ops"].sum()),
+        "unattributed_ops": int((ops["step"] < 0).sum()),
+        "ops_without_launch_call": int((ops["call_start"] < 0).sum()),
+        "streams": int(ops["stream"].nunique()),
+    }
