@@ -4,7 +4,8 @@
 # What it captures: CUDA API calls, GPU kernels/copies and the harness' NVTX ranges (`Step N`
 # holding `Model Forward` and `Check Stop Condition`) for the steps of the harness' profiler window
 # only (--window S:E, default 30:50), after the harness' full warm-up run. Everything lands in a new
-# run directory traces/<UTC time>-<variant>/ (TRACES_DIR replaces traces/; never overwritten):
+# run directory traces/<UTC time>-<variant>/ (TRACES_DIR replaces traces/, RUN_NAME the variant
+# in the name; never overwritten):
 #   untraced.json     the same configuration timed without nsys, so a report can show the
 #                     profiler's own overhead (GAPSCOPE_UNTRACED_REPEATS=5 repeats; 0 skips it)
 #   capture.nsys-rep  the capture (opens in the Nsight Systems GUI)
@@ -60,7 +61,7 @@ require_nsys_version "$nsys"
 nsys_ver=$(nsys_version "$nsys")
 require_gpu "${opts[@]}"
 
-run=$(new_run_dir "${TRACES_DIR:-traces}" "$(utc_stamp)-$variant")
+run=$(new_run_dir "${TRACES_DIR:-traces}" "$(utc_stamp)-${RUN_NAME:-$variant}")
 # profile-all.sh learns each run directory through this file.
 [ -z "${GAPSCOPE_RUN_DIR_FILE:-}" ] || printf '%s\n' "$run" >"$GAPSCOPE_RUN_DIR_FILE"
 note "run directory: $run"

@@ -1,0 +1,276 @@
+"""`gapscope doctor`: can this machine run `make profile`? One line per check, with the fix.
+
+Imports no torch at module level: it must also speak on a machine without torch, GPU or nsys.
+nsys is found, and its flags taken, from scripts/lib.sh, so doctor and profile.sh never disagree.
+"""
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parent.parent
+LIB_SH = ROOT / "scripts" / "lib.sh"
+MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
+WARN_FREE_BYTES = 5 << 30
+CAPTURE_TIMEOUT_S = 300
+
+# A second of matmuls inside cudaProfilerStart/Stop: the smallest capture shaped like the harness'.
+PROBE = """
+import torch
+x = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for _ in range(50):
+    x = torch.tanh(x @ x)
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+"""
+KERNEL_COUNT_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+def check(status: str, name: str, detail: str, fix: str = "", **found) -> dict:
+    return {"status": status, "name": name, "detail": detail, "fix": fix, **found}
+
+
+def lib_sh(*words: str) -> subprocess.CompletedProcess:
+    """Runs one function of scripts/lib.sh; its notes come back on stderr."""
+    script = 'set -euo pipefail; source "$0"; "$@"'
+    return subprocess.run(
+        ["bash", "-c", script, str(LIB_SH), *words], capture_output=True, text=True, timeout=60
+    )
+
+
+def check_gpu() -> dict:
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        query = [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]
+        out = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 and out.stdout.strip():
+            gpus = [line.split(", ") for line in out.stdout.strip().splitlines()]
+            names = ", ".join(name for name, _ in gpus)
+            return check("OK", "gpu", f"{names}, driver {gpus[0][1]}")
+        reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        return check(
+            "FAIL",
+            "gpu",
+            f"nvidia-smi failed: {reason[0]}",
+            "fix the NVIDIA driver install (nvidia-smi must list the GPU)",
+        )
+    try:
+        import torch
+    except ImportError:
+        return check(
+            "FAIL",
+            "gpu",
+            "no nvidia-smi, and no torch to ask",
+            "run on a machine with an NVIDIA GPU and its driver",
+        )
+    if torch.cuda.is_available():
+        return check("OK", "gpu", f"{torch.cuda.get_device_name(0)} (nvidia-smi not on PATH)")
+    return check(
+        "FAIL",
+        "gpu",
+        "no nvidia-smi and torch sees no CUDA device",
+        "run on a machine with an NVIDIA GPU and its driver",
+    )
+
+
+def check_torch() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return check(
+            "FAIL",
+            "torch",
+            f"not importable by {sys.executable}",
+            "`make install` (or pip install -e '.[harness]')",
+        )
+    if torch.version.cuda is None:
+        return check(
+            "FAIL",
+            "torch",
+            f"{torch.__version__} is a CPU-only build",
+            "install a CUDA build of torch before `make install`: it keeps yours",
+        )
+    if not torch.cuda.is_available():
+        version = f"{torch.__version__} (CUDA {torch.version.cuda})"
+        return check(
+            "FAIL",
+            "torch",
+            f"{version} sees no GPU",
+            f"check that the driver supports CUDA {torch.version.cuda}, and CUDA_VISIBLE_DEVICES",
+        )
+    return check("OK", "torch", f"{torch.__version__}, CUDA {torch.version.cuda}")
+
+
+def check_nsys() -> dict:
+    """The nsys profile.sh would use, in `path` when it is usable."""
+    found = lib_sh("find_nsys")
+    note = found.stderr.strip().splitlines()[-1:] or ["find_nsys said nothing"]
+    detail = note[0].removeprefix("gapscope: ")
+    if found.returncode != 0:
+        return check("FAIL", "nsys", detail)  # lib.sh's message names the fix
+    nsys = found.stdout.strip()
+    too_old = lib_sh("require_nsys_version", nsys)
+    if too_old.returncode != 0:
+        reason = too_old.stderr.strip().splitlines()[-1].removeprefix("gapscope: ")
+        return check("FAIL", "nsys", reason)
+    return check("OK", "nsys", detail.removeprefix("using "), path=nsys)
+
+
+def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
+    if nsys is None or not gpu_ok:
+        return check(
+            "FAIL",
+            "capture",
+            "not tried: it needs the GPU, torch and nsys above",
+            "fix the lines above first",
+        )
+    flags = lib_sh("capture_flags", "cuda,nvtx").stdout.split()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
+        out = Path(tmp) / "probe"
+        profile = [nsys, "profile", *flags, "-o", str(out), sys.executable, "-c", PROBE]
+        ran = subprocess.run(profile, capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        said = (ran.stdout + ran.stderr).strip().splitlines()[-1:] or ["no output"]
+        rep, qdstrm, db = (out.with_suffix(s) for s in (".nsys-rep", ".qdstrm", ".sqlite"))
+        if not rep.exists() and qdstrm.exists():
+            return check(
+                "FAIL",
+                "capture",
+                "nsys captured a .qdstrm but could not import it",
+                "its importer (QdstrmImporter) is missing or lacks a library "
+                "(e.g. libdw.so.1): install the full Nsight Systems",
+            )
+        if not rep.exists():
+            return check(
+                "FAIL",
+                "capture",
+                f"nsys wrote no capture (exit {ran.returncode}): {said[0]}",
+                "run `nsys profile` by hand on a CUDA program to see why",
+            )
+        exported = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
+            capture_output=True,
+            text=True,
+            timeout=CAPTURE_TIMEOUT_S,
+        )
+        if exported.returncode != 0 or not db.exists():
+            return check(
+                "FAIL",
+                "capture",
+                f"nsys export to SQLite failed (exit {exported.returncode})",
+                "use an nsys whose export works (see above)",
+            )
+        with sqlite3.connect(db) as con:
+            try:
+                kernels = con.execute(KERNEL_COUNT_SQL).fetchone()[0]
+            except sqlite3.OperationalError:
+                kernels = 0
+    seconds = time.monotonic() - t0
+    if kernels == 0:
+        return check(
+            "FAIL",
+            "capture",
+            "the SQLite export holds no CUDA kernel",
+            "try `nsys profile --trace=cuda` on a CUDA program by hand",
+        )
+    return check(
+        "OK", "capture", f"captured, imported and exported {kernels} kernels in {seconds:.0f} s"
+    )
+
+
+def check_perf() -> dict:
+    path = Path("/proc/sys/kernel/perf_event_paranoid")
+    if not path.exists():
+        return check(
+            "WARN",
+            "perf",
+            f"{path} not found (not Linux?)",
+            "nsys' CPU sampling needs Linux; make profile does not sample",
+        )
+    level = int(path.read_text())
+    if level > 2:
+        return check(
+            "WARN",
+            "perf",
+            f"perf_event_paranoid is {level}: nsys cannot sample the CPU",
+            "make profile does not sample; for --sample, "
+            "`sudo sysctl kernel.perf_event_paranoid=2`",
+        )
+    return check("OK", "perf", f"perf_event_paranoid is {level}")
+
+
+def check_disk(traces: Path) -> dict:
+    existing = next(p for p in (traces, *traces.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    detail = f"{free / 2**30:.1f} GiB free under {traces}"
+    if free < MIN_FREE_BYTES:
+        return check("FAIL", "disk", detail, "free at least 1 GiB (old runs are in traces/)")
+    if free < WARN_FREE_BYTES:
+        return check("WARN", "disk", detail, "a capture without --sample=none can take 2 GB")
+    return check("OK", "disk", detail)
+
+
+def safely(run, *args) -> dict:
+    """A check that crashes still gets its line: doctor is what people run when things break."""
+    try:
+        return run(*args)
+    except Exception as e:
+        name = run.__name__.removeprefix("check_")
+        return check("FAIL", name, f"the check itself failed: {type(e).__name__}: {e}")
+
+
+def run_checks(traces: Path, capture: bool) -> list[dict]:
+    gpu, torch_, nsys = safely(check_gpu), safely(check_torch), safely(check_nsys)
+    checks = [gpu, torch_, nsys]
+    gpu_ok = gpu["status"] == "OK" and torch_["status"] == "OK"
+    if capture:
+        checks.append(safely(check_capture, nsys.get("path"), gpu_ok))
+    return [*checks, safely(check_perf), safely(check_disk, traces)]
+
+
+def format_check(c: dict) -> str:
+    fix = f"  fix: {c['fix']}" if c["fix"] and c["status"] != "OK" else ""
+    return f"{c['status']:<4}  {c['name']:<7}  {c['detail']}{fix}"
+
+
+@click.command()
+@click.option(
+    "--traces-dir",
+    type=click.Path(path_type=Path),
+    default=lambda: os.environ.get("TRACES_DIR", str(ROOT / "traces")),
+    show_default="$TRACES_DIR or traces/",
+    help="Where profile.sh writes runs.",
+)
+@click.option(
+    "--capture/--no-capture",
+    default=True,
+    show_default=True,
+    help="Try a real nsys capture, import and export (about 20 s on a GPU).",
+)
+def doctor(traces_dir: Path, capture: bool) -> None:
+    """Check that this machine can run `make profile`: GPU and driver, torch with CUDA, nsys and
+    its capture -> import -> SQLite export chain, perf_event_paranoid, free disk.
+
+    One line per check: OK, WARN or FAIL, the detail, and for a FAIL the fix. Exits 1 when a
+    check that `make profile` needs fails (WARN lines do not count).
+
+    Example: gapscope doctor --no-capture
+    """
+    checks = run_checks(traces_dir, capture)
+    for c in checks:
+        click.echo(format_check(c))
+    if any(c["status"] == "FAIL" for c in checks):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    doctor()
