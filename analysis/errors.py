@@ -2,4 +2,4 @@
 
 
 class TraceError(Exception):
-    """A trace or an option the analysis cannot use. The message says what is wrong and what to do."""
+    """A trace or option the analysis cannot use; the message says what is wrong and what to do."""

@@ -34,7 +34,7 @@ PID_MASK = np.int64(-(1 << 24))  # 0xFFFFFFFFFF000000 as a signed 64-bit mask
 
 REQUIRED_TABLES = {
     "StringIds": "every nsys export has it: is this file a SQLite export of Nsight Systems?",
-    "NVTX_EVENTS": "profile with `nsys profile --trace=cuda,nvtx` and instrument the steps with NVTX",
+    "NVTX_EVENTS": "profile with `nsys profile --trace=cuda,nvtx` and mark the steps with NVTX",
     "CUPTI_ACTIVITY_KIND_RUNTIME": "profile with `nsys profile --trace=cuda,nvtx`",
 }
 
@@ -156,7 +156,8 @@ FROM CUPTI_ACTIVITY_KIND_RUNTIME
 
 
 def read_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
-    calls = _int_frame(con.execute(CALLS_SQL).fetchall(), ["start", "end", "tid", "corr", "name_id"])
+    columns = ["start", "end", "tid", "corr", "name_id"]
+    calls = _int_frame(con.execute(CALLS_SQL).fetchall(), columns)
     calls["pid"] = calls["tid"] & PID_MASK
     # Few distinct names: clean each once, not once per call.
     ids = pd.unique(calls["name_id"])

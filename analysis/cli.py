@@ -1,0 +1,199 @@
+"""`gapscope`: the command line over the analysis library (also `python -m analysis.cli`)."""
+
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+
+import click
+
+from analysis import compare as compare_mod
+from analysis import report as report_mod
+from analysis.errors import TraceError
+from analysis.loader import load_trace
+from analysis.runs import resolve_run, unique_labels
+from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
+from analysis.summary import Options
+from analysis.summary import analyze as run_analysis
+
+
+class GapscopeError(click.ClickException):
+    """Bad input: one line on stderr and exit status 2 (click's default for errors is 1)."""
+
+    exit_code = 2
+
+
+# Commands that live outside analysis/, imported only when used: the analysis needs no harness.
+LAZY_COMMANDS = {"doctor": "harness.doctor:doctor"}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class Group(click.Group):
+    def list_commands(self, ctx):
+        lazy = [n for n, target in LAZY_COMMANDS.items() if _importable(target.split(":")[0])]
+        return sorted([*super().list_commands(ctx), *lazy])
+
+    def get_command(self, ctx, name):
+        if name in LAZY_COMMANDS:
+            module, attr = LAZY_COMMANDS[name].split(":")
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError):
+                return None
+        return super().get_command(ctx, name)
+
+
+def pattern_options(f):
+    f = click.option("--device", type=int, default=None,
+                     help="Analyse this CUDA device only (default: each that ran step ops).")(f)
+    f = click.option("--check", "check_pattern", default=DEFAULT_CHECK_PATTERN, show_default=True,
+                     help="Regex naming the stop-check NVTX ranges.")(f)
+    f = click.option("--steps", "step_pattern", default=DEFAULT_STEP_PATTERN, show_default=True,
+                     help="Regex naming the step NVTX ranges; group 1 is the step index.")(f)
+    return f
+
+
+def _analyse(arg: str, options: Options) -> tuple:
+    try:
+        run = resolve_run(arg)
+        trace = load_trace(run.trace_path)
+        return run, trace.schema_version, run_analysis(trace, options)
+    except TraceError as e:
+        raise GapscopeError(str(e)) from None
+
+
+@click.group(cls=Group)
+def main():
+    """Where a decode loop leaves the GPU idle, step by step, and why: reads an nsys SQLite export.
+
+    \b
+    Example:
+        gapscope analyze traces/pipelined-20261130-1712/
+        gapscope compare tests/data/h200-eager-static-bs16.sqlite traces/graphed-*/
+    """
+
+
+@main.command()
+@click.argument("trace")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "md"]),
+              default="text", show_default=True)
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Also draw timeline, per-step bars and gap histogram into this PNG.")
+@pattern_options
+def analyze(trace, fmt, plot, step_pattern, check_pattern, device):
+    """Analyse one TRACE: an nsys .sqlite export or a run directory (capture.sqlite + run.json).
+
+    \b
+    Example:
+        gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
+    """
+    options = Options(step_pattern, check_pattern, device)
+    run, schema, analyses = _analyse(trace, options)
+    if fmt == "json":
+        click.echo(report_mod.to_json(analyses))
+    elif fmt == "csv":
+        click.echo(report_mod.to_csv(analyses), nl=False)
+    elif fmt == "md":
+        click.echo(report_mod.to_markdown(run.label, analyses), nl=False)
+    else:
+        click.echo(report_mod.to_text(run.label, analyses, schema))
+    if plot:
+        from analysis.plots import plot_analysis
+
+        for a in analyses:
+            path = Path(plot) if len(analyses) == 1 else _device_path(Path(plot), a.device)
+            _write(lambda p, a=a: plot_analysis(a, run.label, p), path)
+            click.echo(f"gapscope: wrote {path}", err=True)
+
+
+def _device_path(path: Path, device: int) -> Path:
+    return path.with_name(f"{path.stem}-device{device}{path.suffix}")
+
+
+def _write(draw, path: Path) -> None:
+    try:
+        draw(path)
+    except OSError as e:
+        raise GapscopeError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+def _compare_inputs(traces: tuple, options: Options) -> tuple:
+    pairs = [(run, analyses) for run, _, analyses in (_analyse(t, options) for t in traces)]
+    runs = [r for r, _ in pairs]
+    # Each run is compared on the device asked for, else its first device.
+    firsts = [analyses[0] for _, analyses in pairs]
+    return runs, unique_labels(runs), firsts, pairs
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
+              show_default=True)
+@pattern_options
+def compare(traces, fmt, step_pattern, check_pattern, device):
+    """Compare TRACES (exports or run dirs) side by side, the first one as the baseline.
+
+    \b
+    Example:
+        gapscope compare tests/data/h200-eager-static-bs16.sqlite \\
+                         tests/data/h200-eager-pipelined-seed-bs16.sqlite
+    """
+    runs, labels, firsts, _ = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
+    table = compare_mod.compare(labels, firsts, runs)
+    if fmt == "json":
+        click.echo(json.dumps(report_mod.records(table), indent=1))
+    elif fmt == "md":
+        click.echo(compare_mod.to_markdown(table), nl=False)
+    else:
+        click.echo(compare_mod.to_text(table))
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True)
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for report.md, its PNGs and summary.json.")
+@pattern_options
+def report(traces, out_dir, step_pattern, check_pattern, device):
+    """Write a Markdown report with plots for TRACES (exports or run dirs) into DIR.
+
+    \b
+    Example:
+        gapscope report traces/static-*/ traces/pipelined-*/ -o out/report
+    """
+    from analysis.plots import plot_analysis
+
+    runs, labels, firsts, pairs = _compare_inputs(
+        traces, Options(step_pattern, check_pattern, device))
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GapscopeError(f"{out}: cannot create the directory ({e.strerror or e})") from None
+    table = compare_mod.compare(labels, firsts, runs)
+    parts = ["# gapscope report", compare_mod.to_markdown(table)]
+    summaries = {}
+    for label, (run, analyses) in zip(labels, pairs, strict=True):
+        parts.append(report_mod.to_markdown(label, analyses))
+        for a in analyses:
+            png = f"{_slug(label)}-device{a.device}.png"
+            _write(lambda p, a=a, label=label: plot_analysis(a, label, p), out / png)
+            parts.append(f"![{label}, device {a.device}]({png})\n")
+            summaries.setdefault(label, {})[str(a.device)] = report_mod.plain(a.summary)
+        summaries[label]["trace"] = str(run.trace_path)
+    _write(lambda p: p.write_text("\n".join(parts)), out / "report.md")
+    _write(lambda p: p.write_text(json.dumps(summaries, indent=1)), out / "summary.json")
+    click.echo(f"gapscope: wrote {out / 'report.md'}", err=True)
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in label).strip("-") or "run"
+
+
+if __name__ == "__main__":
+    main()

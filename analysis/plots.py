@@ -1,0 +1,109 @@
+"""PNG figures of one analysis: a timeline of a few steps, per-step stacked bars, gap lengths.
+
+matplotlib with the Agg backend (no display needed); only this module and report draw or print.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+
+from analysis.summary import CAUSES  # noqa: E402
+
+CAUSE_COLORS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unknown": "#7f7f7f"}
+PART_COLORS = {"busy": "#2ca02c", "idle_wait_ns": "#d62728", "idle_host_ns": "#ff7f0e",
+               "idle_launch_ns": "#1f77b4"}
+TIMELINE_STEPS = 3
+
+
+def _timeline_steps(steps) -> tuple:
+    """A few steps from the middle of the window, away from the first (often slower) one."""
+    first = min(max(len(steps) // 2 - 1, 0), max(len(steps) - TIMELINE_STEPS, 0))
+    chosen = steps.iloc[first:first + TIMELINE_STEPS]
+    lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
+    hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
+    return chosen, lo, hi
+
+
+def draw_timeline(ax, a) -> None:
+    chosen, lo, hi = _timeline_steps(a.steps)
+
+    def rel_ms(t):
+        return (np.asarray(t, dtype=np.float64) - lo) / 1e6
+
+    ops = a.ops[(a.ops["end"] > lo) & (a.ops["start"] < hi)]
+    streams = sorted(ops["stream"].unique())
+    for row, stream in enumerate(streams):
+        o = ops[ops["stream"] == stream]
+        widths_ms = (o["end"] - o["start"]).to_numpy() / 1e6
+        ax.broken_barh(list(zip(rel_ms(o["start"]), widths_ms, strict=True)), (row + 0.1, 0.8),
+                       color="#2ca02c", zorder=3)
+    gaps = a.gaps[(a.gaps["end_ns"] > lo) & (a.gaps["start_ns"] < hi)]
+    for cause in CAUSES:
+        g = gaps[gaps["cause"] == cause]
+        if len(g):
+            ax.broken_barh(list(zip(rel_ms(g["start_ns"]), g["gap_ns"] / 1e6, strict=True)),
+                           (0, len(streams)), color=CAUSE_COLORS[cause], alpha=0.35, zorder=1,
+                           label=f"gap: {cause}")
+    top = len(streams)
+    ax.broken_barh(list(zip(rel_ms(chosen["cpu_start"]), chosen["cpu_ns"] / 1e6, strict=True)),
+                   (top + 0.15, 0.7), color="#bbbbbb", edgecolor="black")
+    for _, step in chosen.iterrows():
+        ax.text(rel_ms(step["cpu_start"]) + 0.05, top + 0.5, str(step["name"]), va="center",
+                fontsize=8)
+    ax.set_yticks([i + 0.5 for i in range(top + 1)],
+                  [f"stream {s}" for s in streams] + ["NVTX steps"])
+    ax.set_ylim(0, top + 1)
+    ax.set_xlim(0, (hi - lo) / 1e6)
+    ax.set_xlabel("ms")
+    ax.set_title(f"{len(chosen)} steps: GPU ops (green), idle gaps shaded by cause")
+    ax.legend(loc="upper right", fontsize=7, ncol=4)
+
+
+def draw_step_bars(ax, a) -> None:
+    steps = a.steps
+    x = np.arange(len(steps))
+    idle_parts = ["idle_wait_ns", "idle_host_ns", "idle_launch_ns"]
+    period = steps["period_ns"].to_numpy(dtype=np.float64, na_value=0)
+    busy = period - steps[idle_parts].to_numpy(dtype=np.float64).sum(axis=1)
+    bottom = np.zeros(len(steps))
+    for part, values in [("busy", busy)] + [(p, steps[p].to_numpy(np.float64)) for p in idle_parts]:
+        ax.bar(x, values / 1e6, bottom=bottom, color=PART_COLORS[part],
+               label=part.removeprefix("idle_").removesuffix("_ns"))
+        bottom += values / 1e6
+    ax.set_xticks(x, [str(s) for s in steps["step"]], fontsize=7)
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms of the step's GPU period")
+    ax.set_title("per step: GPU busy and where the idle time went")
+    ax.legend(fontsize=7, ncol=4)
+
+
+def draw_gap_histogram(ax, a) -> None:
+    gaps = a.gaps
+    if gaps.empty:
+        ax.text(0.5, 0.5, "no gaps", ha="center")
+        return
+    lengths_us = gaps["gap_ns"].to_numpy() / 1e3
+    bins = np.logspace(np.log10(max(lengths_us.min(), 1e-3)), np.log10(lengths_us.max()) + 1e-9,
+                       40)
+    present = [c for c in CAUSES if (gaps["cause"] == c).any()]
+    ax.hist([lengths_us[gaps["cause"].to_numpy() == c] for c in present], bins=bins,
+            stacked=True, color=[CAUSE_COLORS[c] for c in present], label=present)
+    ax.set_xscale("log")
+    ax.set_xlabel("gap length (µs)")
+    ax.set_ylabel("gaps")
+    ax.set_title(f"{len(gaps)} idle gaps by length and cause")
+    ax.legend(fontsize=7)
+
+
+def plot_analysis(a, label: str, path) -> None:
+    """One PNG: timeline on top, per-step bars and gap histogram below."""
+    fig = plt.figure(figsize=(13, 9), layout="constrained")
+    grid = fig.add_gridspec(2, 2)
+    draw_timeline(fig.add_subplot(grid[0, :]), a)
+    draw_step_bars(fig.add_subplot(grid[1, 0]), a)
+    draw_gap_histogram(fig.add_subplot(grid[1, 1]), a)
+    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

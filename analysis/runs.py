@@ -1,0 +1,84 @@
+"""A trace to analyse: a `.sqlite` export, or a run directory (`capture.sqlite` + `run.json`)."""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.errors import TraceError
+
+TRACE_NAME = "capture.sqlite"
+RUN_INFO_NAME = "run.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    trace_path: Path
+    label: str
+    info: dict = field(default_factory=dict)
+
+    def traced_ms_per_step(self) -> float | None:
+        return _number(self.info, "timing", "ms_per_step")
+
+    def untraced_ms_per_step(self) -> float | None:
+        return _number(self.info, "untraced", "ms_per_step_median")
+
+
+def _number(info: dict, *keys: str) -> float | None:
+    value = info
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _read_info(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f"{path}: not readable JSON ({e}); fix or remove it") from None
+    return info if isinstance(info, dict) else {}
+
+
+def find_trace(directory: Path) -> Path:
+    if (directory / TRACE_NAME).is_file():
+        return directory / TRACE_NAME
+    found = sorted(directory.glob("*.sqlite"))
+    if len(found) == 1:
+        return found[0]
+    what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
+    raise TraceError(
+        f"{directory}: a run directory needs {TRACE_NAME} ({what} there); "
+        "pass a .sqlite export or a run directory made by scripts/profile.sh"
+    )
+
+
+def resolve_run(arg: str) -> Run:
+    """The trace a command-line argument names, with run.json's contents and a label."""
+    path = Path(arg)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.is_dir():
+        trace = find_trace(path)
+        info = _read_info(path / RUN_INFO_NAME)
+        stem = path.resolve().name
+    else:
+        trace = path
+        info = _read_info(path.parent / RUN_INFO_NAME) if path.name == TRACE_NAME else {}
+        stem = path.parent.resolve().name if path.name == TRACE_NAME else path.stem
+    config = info.get("config")
+    variant = config.get("variant") if isinstance(config, dict) else None
+    return Run(trace, str(variant) if variant else stem, info)
+
+
+def unique_labels(runs: list) -> list:
+    """Labels, with the trace's directory or stem added where two runs share one."""
+    labels = [r.label for r in runs]
+    out = []
+    for run, label in zip(runs, labels, strict=True):
+        if labels.count(label) > 1:
+            where = run.trace_path.resolve()
+            tag = where.parent.name if where.name == TRACE_NAME else where.stem
+            label = f"{label} ({tag})"
+        out.append(label)
+    return out
