@@ -53,5 +53,8 @@ else
   "$PY" -m analysis.cli report "${runs[@]}" -o "$report" || die 1 "the report into $report failed (its message is above)"
   note "report: $report"
 fi
-[ "${#failed[@]}" = 0 ] || die 1 "${#failed[@]} of ${#variants[@]} variants failed: $(printf '%s; ' "${failed[@]}")"
+if [ "${#failed[@]}" -gt 0 ]; then
+  list=$(printf '%s; ' "${failed[@]}")
+  die 1 "${#failed[@]} of ${#variants[@]} variants failed: ${list%; }"
+fi
 note "all ${#variants[@]} variants captured in $((SECONDS - started)) s"

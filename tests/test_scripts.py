@@ -1,0 +1,586 @@
+"""The capture scripts and `gapscope doctor`, run for real against a stand-in nsys (fake_nsys/).
+
+The stand-in records its arguments, runs the real harness on the CPU for `profile`, and exports a
+copy of a bundled H200 capture (or one with tables dropped), so flag set, run-directory naming,
+run.json merging and every failure path run the same code a GPU machine runs.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+FAKE_DIR = Path(__file__).resolve().parent / "fake_nsys"
+FAKE = FAKE_DIR / "nsys"
+FIXTURE = Path(__file__).resolve().parent / "data" / "h200-eager-static-bs16.sqlite"
+PY = sys.executable
+# The smallest real harness run: two steps inside the window, a few seconds on a CPU.
+CPU_RUN = ["--model", "tiny", "--batch", "2", "--new-tokens", "8", "--window", "2:4"]
+CPU_RUN += ["--device", "cpu"]
+CAPTURE_FLAGS = [
+    "--capture-range=cudaProfilerApi",
+    "--capture-range-end=stop",
+    "--trace=cuda,nvtx",
+    "--sample=none",
+    "--cpuctxsw=none",
+    "--cuda-graph-trace=node",
+    "--force-overwrite=false",
+]
+RUN_DIR_NAME = re.compile(r"^\d{8}T\d{6}Z-static$")
+
+
+def path_without_nsys() -> str:
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(d for d in dirs if d and not (Path(d) / "nsys").exists())
+
+
+def make_env(tmp: Path, **extra: str) -> dict:
+    """An environment where the stand-in is the only nsys to be found."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GAPSCOPE_", "FAKE_NSYS"))}
+    for name in ("NSYS", "TRACES_DIR", "RUN_NAME", "VARIANTS"):
+        env.pop(name, None)
+    env |= {
+        "PATH": f"{FAKE_DIR}{os.pathsep}{path_without_nsys()}",
+        "GAPSCOPE_PYTHON": PY,
+        "GAPSCOPE_NSYS_PLACES": str(tmp / "no-install-place" / "nsys"),
+        "GAPSCOPE_UNTRACED_REPEATS": "0",
+        "TRACES_DIR": str(tmp / "traces"),
+        "FAKE_NSYS_ARGS_LOG": str(tmp / "nsys-calls.jsonl"),
+    }
+    return env | extra
+
+
+def run_script(name: str, env: dict, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(SCRIPTS / name), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def nsys_calls(tmp: Path) -> list[list[str]]:
+    log = tmp / "nsys-calls.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def run_dirs(tmp: Path) -> list[Path]:
+    traces = tmp / "traces"
+    return sorted(traces.iterdir()) if traces.exists() else []
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+def export_without(tmp: Path, *tables: str) -> Path:
+    """The bundled capture with tables gone, as nsys exports them when nothing filled them."""
+    db = tmp / f"without-{'-'.join(tables)}.sqlite"
+    shutil.copyfile(FIXTURE, db)
+    with sqlite3.connect(db) as con:
+        for table in tables:
+            con.execute(f"DROP TABLE {table}")
+    return db
+
+
+def lib_sh(env: dict, script: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; source "{SCRIPTS / "lib.sh"}"; {script}'],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def fake_nsys_at(directory: Path, version: str) -> Path:
+    """Another stand-in nsys that reports `version`."""
+    directory.mkdir(parents=True)
+    nsys = directory / "nsys"
+    nsys.write_text(f'#!/bin/sh\nFAKE_NSYS_VERSION={version} exec "{FAKE}" "$@"\n')
+    nsys.chmod(0o755)
+    return nsys
+
+
+# --- a full capture, run once for the tests that read it --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("captured")
+    env = make_env(tmp, GAPSCOPE_UNTRACED_REPEATS="1")
+    result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp)
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp)
+    return tmp, run, result
+
+
+def test_profile_passes_the_capture_flags_then_exports_to_sqlite(captured):
+    tmp, run, _ = captured
+    calls = [c for c in nsys_calls(tmp) if c != ["--version"]]
+    harness_run = [PY, "-m", "harness", "run", "--variant", "static", "--out", str(run)]
+    assert calls == [
+        ["profile", *CAPTURE_FLAGS, "-o", f"{run}/capture", *harness_run, *CPU_RUN],
+        ["export", "--type", "sqlite", "-o", f"{run}/capture.sqlite", f"{run}/capture.nsys-rep"],
+    ]
+
+
+def test_profile_makes_a_utc_named_run_dir_with_every_output(captured):
+    _, run, _ = captured
+    assert RUN_DIR_NAME.match(run.name), run.name
+    names = {"capture.nsys-rep", "capture.sqlite", "nsys.log", "run.json", "untraced.json"}
+    assert names <= {p.name for p in run.iterdir()}
+    assert (run / "capture.sqlite").read_bytes() == FIXTURE.read_bytes()
+
+
+def test_profile_records_nsys_and_untraced_timing_in_run_json(captured):
+    _, run, _ = captured
+    record = json.loads((run / "run.json").read_text())
+    harness_run = [PY, "-m", "harness", "run", "--variant", "static", "--out", str(run)]
+    command = [str(FAKE), "profile", *CAPTURE_FLAGS, "-o", f"{run}/capture", *harness_run]
+    assert record["nsys"] == {
+        "command": shlex.join(command + CPU_RUN),
+        "version": "2025.3.2.0",
+        "path": str(FAKE),
+    }
+    bench = json.loads((run / "untraced.json").read_text())
+    assert record["untraced"] == bench["results"][0]
+    assert record["untraced"]["variant"] == "static"
+    assert record["config"]["variant"] == "static"
+
+
+def test_profile_logs_the_harness_output_to_nsys_log(captured):
+    _, run, result = captured
+    log = (run / "nsys.log").read_text()
+    assert f"Generated:\n    {run}/capture.nsys-rep" in log
+    assert f"Generated:\n    {run}/capture.sqlite" in log
+    assert "gapscope: using nsys 2025.3.2.0 at" in result.stderr
+
+
+# --- options and environment -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "extra", "trace"),
+    [
+        (["--osrt"], {}, "--trace=cuda,nvtx,osrt"),
+        ([], {"GAPSCOPE_OSRT": "1"}, "--trace=cuda,nvtx,osrt"),
+        ([], {}, "--trace=cuda,nvtx"),
+    ],
+)
+def test_osrt_flag_or_env_adds_osrt_to_the_trace(tmp_path, args, extra, trace):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="fail:3", **extra)
+    run_script("profile.sh", env, "static", *args, "--device", "cpu", cwd=tmp_path)
+    (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert profile[3] == trace
+    assert "--osrt" not in profile
+
+
+def test_profile_without_a_variant_is_a_usage_error(tmp_path):
+    result = run_script("profile.sh", make_env(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("gapscope: usage: scripts/profile.sh VARIANT")
+    assert run_dirs(tmp_path) == []
+
+
+def test_profile_refuses_an_out_option_it_sets_itself(tmp_path):
+    result = run_script("profile.sh", make_env(tmp_path), "static", "--out", "x", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("gapscope: profile.sh sets --out itself")
+
+
+def test_run_name_replaces_the_variant_in_the_run_dir_name(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="fail:3", RUN_NAME="static+compile")
+    run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    (run,) = run_dirs(tmp_path)
+    assert re.match(r"^\d{8}T\d{6}Z-static\+compile$", run.name)
+
+
+def test_new_run_dir_never_reuses_a_directory(tmp_path):
+    make = 'new_run_dir "$PWD/traces" 20261130T191500Z-static'
+    result = lib_sh(make_env(tmp_path), f"{make}; {make}; {make}", cwd=tmp_path)
+    traces = tmp_path / "traces"
+    assert result.stdout.splitlines() == [
+        f"{traces}/20261130T191500Z-static",
+        f"{traces}/20261130T191500Z-static-2",
+        f"{traces}/20261130T191500Z-static-3",
+    ]
+
+
+def test_a_profile_in_a_taken_second_gets_a_suffixed_run_dir(tmp_path):
+    # Take this second and the next few, as a run started just before would have.
+    now = datetime.now(timezone.utc)
+    taken = [(now + timedelta(seconds=s)).strftime("%Y%m%dT%H%M%SZ-static") for s in range(10)]
+    for name in taken:
+        (tmp_path / "traces" / name).mkdir(parents=True)
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="fail:3")
+    run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    (new,) = [d for d in run_dirs(tmp_path) if d.name not in taken]
+    assert new.name[: -len("-2")] in taken and new.name.endswith("-2")
+    assert (new / "nsys.log").exists()
+    assert all(not any((tmp_path / "traces" / name).iterdir()) for name in taken)
+
+
+# --- finding nsys ----------------------------------------------------------------------------
+
+
+def test_find_nsys_takes_the_newest_on_path(tmp_path):
+    old = fake_nsys_at(tmp_path / "a", "2024.2.3.38")
+    new = fake_nsys_at(tmp_path / "b", "2025.3.2.0")
+    env = make_env(tmp_path, PATH=f"{old.parent}:{new.parent}:{path_without_nsys()}")
+    result = lib_sh(env, "find_nsys", cwd=tmp_path)
+    assert result.stdout == f"{new}\n"
+    assert result.stderr == f"gapscope: using nsys 2025.3.2.0 at {new} (newest of 2 found)\n"
+
+
+def test_find_nsys_keeps_path_order_on_a_tie(tmp_path):
+    first = fake_nsys_at(tmp_path / "a", "2025.3.2.0")
+    second = fake_nsys_at(tmp_path / "b", "2025.3.2.0")
+    env = make_env(tmp_path, PATH=f"{first.parent}:{second.parent}:{path_without_nsys()}")
+    assert lib_sh(env, "find_nsys", cwd=tmp_path).stdout == f"{first}\n"
+
+
+def test_find_nsys_prefers_a_newer_install_place_to_path(tmp_path):
+    on_path = fake_nsys_at(tmp_path / "bin", "2024.2.3.38")
+    fake_nsys_at(tmp_path / "opt" / "2025.1.1" / "bin", "2025.1.1.0")
+    newest = fake_nsys_at(tmp_path / "opt" / "2025.3.2" / "bin", "2025.3.2.0")
+    env = make_env(
+        tmp_path,
+        PATH=f"{on_path.parent}:{path_without_nsys()}",
+        GAPSCOPE_NSYS_PLACES=f"{tmp_path}/nowhere/nsys {tmp_path}/opt/*/bin/nsys",
+    )
+    result = lib_sh(env, "find_nsys", cwd=tmp_path)
+    assert result.stdout == f"{newest}\n"
+    assert "(newest of 3 found)" in result.stderr
+
+
+def test_find_nsys_prefers_path_to_an_install_place_on_a_tie(tmp_path):
+    on_path = fake_nsys_at(tmp_path / "bin", "2025.3.2.0")
+    fake_nsys_at(tmp_path / "opt" / "bin", "2025.3.2.0")
+    env = make_env(
+        tmp_path,
+        PATH=f"{on_path.parent}:{path_without_nsys()}",
+        GAPSCOPE_NSYS_PLACES=f"{tmp_path}/opt/bin/nsys",
+    )
+    assert lib_sh(env, "find_nsys", cwd=tmp_path).stdout == f"{on_path}\n"
+
+
+def test_find_nsys_uses_nsys_env_even_when_older(tmp_path):
+    chosen = fake_nsys_at(tmp_path / "chosen", "2024.2.3.38")
+    env = make_env(tmp_path, NSYS=str(chosen))
+    result = lib_sh(env, "find_nsys", cwd=tmp_path)
+    assert result.stdout == f"{chosen}\n"
+    assert result.stderr == f"gapscope: using nsys 2024.2.3.38 at {chosen} (from $NSYS)\n"
+
+
+def test_find_nsys_skips_an_nsys_whose_version_fails(tmp_path):
+    broken = tmp_path / "broken" / "nsys"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\nexit 127\n")
+    broken.chmod(0o755)
+    env = make_env(tmp_path, PATH=f"{broken.parent}:{FAKE_DIR}:{path_without_nsys()}")
+    result = lib_sh(env, "find_nsys", cwd=tmp_path)
+    assert result.stdout == f"{FAKE}\n"
+    assert f"gapscope: skipping {broken}: `nsys --version` failed\n" in result.stderr
+
+
+# --- failures a user meets -------------------------------------------------------------------
+
+
+def test_profile_without_nsys_says_so_and_makes_no_run_dir(tmp_path):
+    env = make_env(tmp_path, PATH=path_without_nsys())
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr).startswith("gapscope: no nsys found (looked at $NSYS, PATH, ")
+    assert last_line(result.stderr).endswith(": install Nsight Systems or set NSYS=/path/to/nsys")
+    assert run_dirs(tmp_path) == []
+
+
+def test_profile_with_an_old_nsys_says_it_is_too_old(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_VERSION="2023.4.1.97")
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        f"gapscope: nsys 2023.4.1.97 at {FAKE} is too old (gapscope needs 2024.2 or newer to "
+        "capture and export SQLite): install a newer Nsight Systems or set NSYS"
+    )
+    assert run_dirs(tmp_path) == []
+
+
+def test_profile_without_a_gpu_says_so(tmp_path):
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU: the GPU tests profile for real")
+    result = run_script("profile.sh", make_env(tmp_path), "static", cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr).startswith("gapscope: no CUDA GPU visible to torch ")
+    assert last_line(result.stderr).endswith(
+        ": profile on a machine with an NVIDIA GPU and driver (`make doctor` checks it)"
+    )
+    assert run_dirs(tmp_path) == []
+
+
+def test_harness_failing_under_nsys_passes_its_exit_code_and_keeps_the_log(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="fail:3")
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    (run,) = run_dirs(tmp_path)
+    assert result.returncode == 3
+    assert last_line(result.stderr) == (
+        "gapscope: the run under nsys failed with exit code 3: "
+        f"RuntimeError: CUDA error: out of memory (all of it in {run}/nsys.log)"
+    )
+    assert (run / "nsys.log").read_text() == "RuntimeError: CUDA error: out of memory\n"
+
+
+def test_bad_harness_options_fail_in_the_untraced_run_before_nsys(tmp_path):
+    env = make_env(tmp_path, GAPSCOPE_UNTRACED_REPEATS="1")
+    bad = ["--model", "tiny", "--batch", "many", "--new-tokens", "8", "--device", "cpu"]
+    result = run_script("profile.sh", env, "static", *bad, cwd=tmp_path)
+    assert result.returncode == 2
+    assert last_line(result.stderr) == (
+        "gapscope: the untraced timing run failed (exit 2, its message is above); "
+        "nothing was captured"
+    )
+    assert [c for c in nsys_calls(tmp_path) if c[0] == "profile"] == []
+
+
+def test_qdstrm_without_nsys_rep_is_kept_with_how_to_import_it(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="qdstrm", FAKE_NSYS_RUN="0")
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    (run,) = run_dirs(tmp_path)
+    assert result.returncode == 1
+    qdstrm = f"{run}/capture.qdstrm"
+    assert last_line(result.stderr) == (
+        f"gapscope: nsys 2025.3.2.0 wrote {qdstrm} but no .nsys-rep: its importer is missing or "
+        f"broken here (see {run}/nsys.log). The .qdstrm is kept: import it where Nsight Systems "
+        f"2025.3.2.0 works, with `QdstrmImporter -i {qdstrm}` from that same version, then "
+        "`scripts/export.sh capture.nsys-rep`"
+    )
+    assert sorted(p.name for p in run.iterdir()) == ["capture.qdstrm", "nsys.log"]
+    assert "Importer error status" in (run / "nsys.log").read_text()
+
+
+def test_no_capture_at_all_names_the_window(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="nocapture")
+    result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        "gapscope: nsys wrote no capture: the profiler window --window 2:4 never opened (the run "
+        "made 8 steps, on --device cuda?): choose a --window inside the run or raise --new-tokens"
+    )
+
+
+def test_capture_without_nvtx_names_nvtx_as_the_cause(tmp_path):
+    env = make_env(
+        tmp_path,
+        FAKE_NSYS_RUN="0",
+        FAKE_NSYS_EXPORT_FROM=str(export_without(tmp_path, "NVTX_EVENTS")),
+    )
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        "gapscope: the capture holds 6860 CUDA kernels but no `Step N` NVTX ranges: NVTX was not "
+        f"recorded: check that `{PY} -c 'import nvtx'` works and that --trace has nvtx"
+    )
+    (run,) = run_dirs(tmp_path)
+    assert {"capture.nsys-rep", "capture.sqlite", "nsys.log"} <= {p.name for p in run.iterdir()}
+
+
+def test_capture_without_kernels_names_the_device(tmp_path):
+    db = export_without(tmp_path, "CUPTI_ACTIVITY_KIND_KERNEL")
+    env = make_env(tmp_path, FAKE_NSYS_RUN="0", FAKE_NSYS_EXPORT_FROM=str(db))
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        "gapscope: the capture holds 20 steps but no CUDA kernels: the run did not use the GPU "
+        "(pass --device cuda) or CUDA was not traced (--trace needs cuda)"
+    )
+
+
+def test_capture_with_neither_steps_nor_kernels_names_the_window(tmp_path):
+    db = export_without(tmp_path, "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")
+    env = make_env(tmp_path, FAKE_NSYS_EXPORT_FROM=str(db))
+    result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp_path)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        "gapscope: the capture holds no steps and no CUDA kernels: --window 2:4 lies outside the "
+        "steps the run made (8): choose a --window inside the run or raise --new-tokens"
+    )
+
+
+def test_capture_shorter_than_the_window_warns(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_RUN="0")
+    result = run_script(
+        "profile.sh", env, "static", "--window", "0:30", "--device", "cpu", cwd=tmp_path
+    )
+    (run,) = run_dirs(tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert lines[-2] == (
+        "gapscope: warning: the capture holds 20 steps, --window 0:30 asked for 30: the run ended "
+        "at step ? (raise --new-tokens or check --stop)"
+    )
+    # The stand-in ran no harness here, so there is no run.json to complete.
+    assert lines[-1] == f"gapscope: the harness wrote no {run}/run.json: see {run}/nsys.log"
+    assert result.returncode == 1
+
+
+def test_failed_export_keeps_the_nsys_rep_and_says_how_to_retry(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_RUN="0", FAKE_NSYS_EXPORT_FROM="fail")
+    result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
+    (run,) = run_dirs(tmp_path)
+    rep = f"{run}/capture.nsys-rep"
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        f"gapscope: nsys 2025.3.2.0 could not export {rep} to SQLite (exit 1): Error: {rep} was "
+        "written by a newer version of Nsight Systems. The .nsys-rep is kept: export it with the "
+        f"nsys that captured it, `scripts/export.sh {rep}`"
+    )
+    assert (run / "capture.nsys-rep").exists()
+
+
+# --- export.sh and profile-all.sh ------------------------------------------------------------
+
+
+def test_export_writes_sqlite_next_to_the_capture_and_never_overwrites(tmp_path):
+    rep = tmp_path / "old" / "capture.nsys-rep"
+    rep.parent.mkdir()
+    rep.write_bytes(b"fake nsys-rep\n")
+    env = make_env(tmp_path)
+    first = run_script("export.sh", env, str(rep), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (rep.parent / "capture.sqlite").read_bytes() == FIXTURE.read_bytes()
+    again = run_script("export.sh", env, str(rep), cwd=tmp_path)
+    assert again.returncode == 2
+    assert last_line(again.stderr) == (
+        f"gapscope: {rep.parent}/capture.sqlite exists: remove it or name another output"
+    )
+
+
+def test_profile_all_goes_past_a_failing_variant_and_reports_it(tmp_path):
+    env = make_env(tmp_path, VARIANTS="static no-such-variant")
+    result = run_script("profile-all.sh", env, *CPU_RUN, cwd=tmp_path)
+    (ok_run,) = [d for d in run_dirs(tmp_path) if d.name.endswith("-static")]
+    (failed_run,) = [d for d in run_dirs(tmp_path) if d.name.endswith("-no-such-variant")]
+    progress = [line for line in result.stderr.splitlines() if line.startswith("gapscope: [")]
+    assert progress[0] == "gapscope: [1/2] static ..."
+    assert re.match(r"^gapscope: \[1/2\] static ok in \d+ s \(total \d+ s\)$", progress[1])
+    assert progress[2] == "gapscope: [2/2] no-such-variant ..."
+    assert re.match(r"^gapscope: \[2/2\] no-such-variant FAILED with exit 2 in \d+ s", progress[3])
+    assert last_line(result.stderr) == (
+        f"gapscope: 1 of 2 variants failed: no-such-variant (exit 2, {failed_run})"
+    )
+    assert result.returncode == 1
+    assert json.loads((ok_run / "run.json").read_text())["nsys"]["path"] == str(FAKE)
+
+
+# --- gapscope doctor -------------------------------------------------------------------------
+
+DOCTOR_WITHOUT_TORCH = (
+    "import sys; sys.modules['torch'] = None; sys.argv[0] = 'doctor'; "
+    "from harness.doctor import doctor; doctor()"
+)
+
+
+def run_doctor(env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """doctor with torch made unimportable, as on a laptop that only analyses traces."""
+    env = env | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [PY, "-c", DOCTOR_WITHOUT_TORCH], env=env, cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_doctor_without_gpu_torch_or_nsys_fails_politely(tmp_path):
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU: test_doctor_on_a_gpu_machine_is_all_ok covers it")
+    env = make_env(tmp_path, PATH=path_without_nsys())
+    result = run_doctor(env, tmp_path)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert lines[:2] == [
+        "FAIL  gpu      no nvidia-smi, and no torch to ask  "
+        "fix: run on a machine with an NVIDIA GPU and its driver",
+        f"FAIL  torch    not importable by {PY}  "
+        "fix: `make install` (or pip install -e '.[harness]')",
+    ]
+    assert lines[2].startswith("FAIL  nsys     no nsys found (looked at $NSYS, PATH, ")
+    assert lines[3] == (
+        "FAIL  capture  not tried: it needs the GPU, torch and nsys above  "
+        "fix: fix the lines above first"
+    )
+    assert [line.split()[1] for line in lines[4:]] == ["perf", "disk"]
+
+
+def test_doctor_names_the_nsys_it_found(tmp_path):
+    result = run_doctor(make_env(tmp_path), tmp_path)
+    (line,) = [line for line in result.stdout.splitlines() if line.split()[1] == "nsys"]
+    assert line == f"OK    nsys     nsys 2025.3.2.0 at {FAKE} (newest of 1 found)"
+
+
+def test_doctor_fails_an_old_nsys(tmp_path):
+    result = run_doctor(make_env(tmp_path, FAKE_NSYS_VERSION="2023.4.1.97"), tmp_path)
+    (line,) = [line for line in result.stdout.splitlines() if line.split()[1] == "nsys"]
+    assert line == (
+        f"FAIL  nsys     nsys 2023.4.1.97 at {FAKE} is too old (gapscope needs 2024.2 or newer to "
+        "capture and export SQLite): install a newer Nsight Systems or set NSYS"
+    )
+    assert result.returncode == 1
+
+
+# --- on the GPU machine, with a real nsys ----------------------------------------------------
+
+
+def real_nsys_env(tmp: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NSYS")}
+    env |= {"GAPSCOPE_PYTHON": PY, "TRACES_DIR": str(tmp / "traces")}
+    if lib_sh(env, "find_nsys", cwd=tmp).returncode != 0:
+        pytest.skip("no nsys on this machine: set NSYS (source .carry/env.sh on the H200)")
+    return env
+
+
+@pytest.mark.gpu
+def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
+    env = real_nsys_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [PY, "-m", "harness.doctor", "--traces-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    statuses = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()}
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("gpu", "torch", "nsys", "capture", "disk"):
+        assert statuses[name] == "OK", result.stdout
+
+
+@pytest.mark.gpu
+def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path):
+    env = real_nsys_env(tmp_path) | {"GAPSCOPE_UNTRACED_REPEATS": "1"}
+    args = ["--model", "tiny", "--batch", "2", "--new-tokens", "8", "--window", "2:4"]
+    result = run_script("profile.sh", env, "static", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    with sqlite3.connect(run / "capture.sqlite") as con:
+        steps = con.execute(
+            "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS AS e "
+            "LEFT JOIN StringIds AS s ON s.id = e.textId "
+            "WHERE coalesce(e.text, s.value) LIKE 'Step %' ORDER BY e.start"
+        ).fetchall()
+    assert steps == [("Step 3",), ("Step 4",)]
+    record = json.loads((run / "run.json").read_text())
+    version = lib_sh(env, f'nsys_version "{record["nsys"]["path"]}"', cwd=tmp_path).stdout.strip()
+    assert record["nsys"]["version"] == version
+    assert record["untraced"]["variant"] == "static"
