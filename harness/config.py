@@ -1,0 +1,138 @@
+"""The one dataclass of a run's configuration, and the checks that reject combinations that mean nothing."""
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+VARIANT_NAMES = (
+    "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
+    "deferred", "check-every-k", "graphed", "nocheck",
+)
+# A dynamic cache changes shape every step: compiling it only recompiles; graphed is its own capture.
+NO_COMPILE = ("naive", "kv", "kv-expandable", "graphed")
+MAX_POSITIONS = 1024
+DEFAULT_K = 8
+
+
+class ConfigError(ValueError):
+    """A bad option: the CLI prints it as one line and exits 2."""
+
+
+@dataclass
+class RunConfig:
+    variant: str = "kv"
+    out: Path | None = None
+    model: str = "gpt2"
+    batch: int = 32
+    new_tokens: int = 100
+    dtype: str = "fp32"
+    matmul_precision: str = "high"
+    compile: str | None = None  # None: the variant's default ("default" for compiled, else "none")
+    stop: str = "none"
+    stop_seed: int = 0
+    k: int | None = None  # None: DEFAULT_K for check-every-k
+    window: str = "30:50"
+    seed: int = 0
+    device: str = "cuda"
+    gpu_sleep_cycles: int = 0  # test-only: slows each step on the GPU so the host runs ahead
+
+    def to_json(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["out"] = str(self.out) if self.out is not None else None
+        d["compile"] = compile_mode(self)
+        d["k"] = check_every(self)
+        return d
+
+
+def compile_mode(cfg: RunConfig) -> str:
+    if cfg.compile is not None:
+        return cfg.compile
+    return "default" if cfg.variant == "compiled" else "none"
+
+
+def check_every(cfg: RunConfig) -> int | None:
+    if cfg.variant != "check-every-k":
+        return None
+    return DEFAULT_K if cfg.k is None else cfg.k
+
+
+def parse_window(spec: str) -> tuple[int, int]:
+    """'30:50' -> (30, 50): profile steps 31..50."""
+    try:
+        start, stop = (int(x) for x in spec.split(":"))
+    except ValueError:
+        raise ConfigError(f"--window must be START:STOP (e.g. 30:50), got {spec!r}") from None
+    return start, stop
+
+
+def parse_stop(spec: str) -> tuple:
+    """'none' | 'fixed:S' | 'uniform:A-B' | 'geometric:P' -> ('none',) | ('fixed', S) | ..."""
+    kind, _, arg = spec.partition(":")
+    try:
+        if kind == "none" and not arg:
+            return ("none",)
+        if kind == "fixed":
+            return ("fixed", int(arg))
+        if kind == "uniform":
+            lo, hi = arg.split("-")
+            return ("uniform", int(lo), int(hi))
+        if kind == "geometric":
+            return ("geometric", float(arg))
+    except ValueError:
+        pass
+    raise ConfigError(f"--stop must be none, fixed:S, uniform:A-B or geometric:P, got {spec!r}")
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Raise ConfigError (one line) for a combination that means nothing; return cfg otherwise."""
+    v = cfg.variant
+    if v not in VARIANT_NAMES:
+        raise ConfigError(f"unknown variant {v!r} (known: {', '.join(VARIANT_NAMES)})")
+    _check_choice("--model", cfg.model, ("gpt2", "tiny"))
+    _check_choice("--dtype", cfg.dtype, ("fp32", "bf16"))
+    _check_choice("--matmul-precision", cfg.matmul_precision, ("high", "highest"))
+    _check_choice("--device", cfg.device, ("cuda", "cpu"))
+    if cfg.compile is not None:
+        _check_choice("--compile", cfg.compile, ("none", "default", "reduce-overhead"))
+    if cfg.batch < 1:
+        raise ConfigError(f"--batch must be >= 1, got {cfg.batch}")
+    if cfg.new_tokens < 1 or cfg.new_tokens + 1 > MAX_POSITIONS:
+        raise ConfigError(
+            f"--new-tokens must be 1..{MAX_POSITIONS - 1} (BOS + new tokens fit in "
+            f"{MAX_POSITIONS} positions), got {cfg.new_tokens}")
+    mode = compile_mode(cfg)
+    if v in NO_COMPILE and mode != "none":
+        raise ConfigError(f"--compile {mode} means nothing for {v} (only static-cache variants compile)")
+    if v == "compiled" and mode == "none":
+        raise ConfigError("compiled with --compile none is static: use --variant static")
+    if cfg.k is not None and v != "check-every-k":
+        raise ConfigError(f"--k only applies to check-every-k, not {v}")
+    if v == "check-every-k" and check_every(cfg) < 1:
+        raise ConfigError(f"--k must be >= 1, got {cfg.k}")
+    start, stop = parse_window(cfg.window)
+    if not 0 <= start < stop <= cfg.new_tokens:
+        raise ConfigError(
+            f"--window {cfg.window} must satisfy 0 <= START < STOP <= new tokens ({cfg.new_tokens})")
+    _check_stop(parse_stop(cfg.stop), cfg.new_tokens)
+    if cfg.gpu_sleep_cycles < 0:
+        raise ConfigError(f"--gpu-sleep-cycles must be >= 0, got {cfg.gpu_sleep_cycles}")
+    if v == "graphed" and cfg.device != "cuda":
+        raise ConfigError("graphed needs CUDA")
+    if cfg.gpu_sleep_cycles and cfg.device != "cuda":
+        raise ConfigError("--gpu-sleep-cycles needs --device cuda")
+    return cfg
+
+
+def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _check_stop(stop: tuple, new_tokens: int) -> None:
+    kind = stop[0]
+    if kind == "fixed" and not 1 <= stop[1] <= new_tokens:
+        raise ConfigError(f"--stop fixed:S needs 1 <= S <= new tokens ({new_tokens}), got {stop[1]}")
+    if kind == "uniform" and not 1 <= stop[1] <= stop[2] <= new_tokens:
+        raise ConfigError(
+            f"--stop uniform:A-B needs 1 <= A <= B <= new tokens ({new_tokens}), got {stop[1]}-{stop[2]}")
+    if kind == "geometric" and not 0.0 < stop[1] <= 1.0:
+        raise ConfigError(f"--stop geometric:P needs 0 < P <= 1, got {stop[1]}")

@@ -1,0 +1,81 @@
+"""NVTX ranges and the cudaProfilerStart/Stop window, as context managers the decode loop always calls.
+
+The NVTX ranges cost a function call when no tool is attached (nvtx itself is then a no-op); the
+profiler window does nothing unless it is active and on CUDA. So the loop never asks "am I profiled".
+The analysis keys on the exact names: `Step N` (N from 1) holding `Model Forward` and
+`Check Stop Condition`.
+"""
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import nvtx
+import torch
+
+STEP_COLOR = "blue"
+FORWARD_COLOR = "green"
+CHECK_COLOR = "red"
+
+
+@contextmanager
+def _range(message: str, color: str):
+    nvtx.push_range(message, color=color)
+    try:
+        yield
+    finally:
+        nvtx.pop_range()
+
+
+def step_range(i: int):
+    return _range(f"Step {i}", STEP_COLOR)
+
+
+def forward_range():
+    return _range("Model Forward", FORWARD_COLOR)
+
+
+def check_range():
+    return _range("Check Stop Condition", CHECK_COLOR)
+
+
+@dataclass
+class ProfilerWindow:
+    """Profile steps start+1 .. stop: cudaProfilerStart before step start+1, Stop after step stop.
+
+    Host clock marks at both edges are kept whether or not the window is active (they time it).
+    """
+
+    start: int
+    stop: int
+    active: bool
+    marks_ns: dict = field(default_factory=dict)
+
+
+def no_window() -> ProfilerWindow:
+    return ProfilerWindow(0, 0, False)
+
+
+@contextmanager
+def window_step(window: ProfilerWindow, i: int):
+    """Wraps step i; opens or closes the capture range at the window's edges."""
+    on = window.active and torch.cuda.is_available()
+    if i == window.start + 1:
+        window.marks_ns["start"] = time.perf_counter_ns()
+        if on:
+            torch.cuda.cudart().cudaProfilerStart()
+    try:
+        yield
+    finally:
+        if i == window.stop:
+            if on:
+                torch.cuda.cudart().cudaProfilerStop()
+            window.marks_ns["stop"] = time.perf_counter_ns()
+
+
+def close_window(window: ProfilerWindow, steps_run: int) -> None:
+    """A run that stopped before window.stop still closes the capture range it opened."""
+    if window.start < steps_run < window.stop:
+        if window.active and torch.cuda.is_available():
+            torch.cuda.cudart().cudaProfilerStop()
+        window.marks_ns["stop"] = time.perf_counter_ns()

@@ -1,0 +1,204 @@
+"""The decode variants, registered by name. Each maker takes (model, cfg, state) and returns run(window).
+
+    naive           no cache: the whole sequence every step (the article's baseline)
+    kv              HF DynamicCache, .item() each step: the token-exact reference for all others
+    kv-expandable   kv with expandable_segments: does the allocator's fragmentation change?
+    static          HF StaticCache, eager, positions and mask given as device tensors: no hidden syncs
+    compiled        static + torch.compile: fewer, fused kernels, same per-step .item()
+    pipelined       two streams, step i-1's flag read only after its copy's event: the sync hidden
+    pipelined-seed  the article's ping-pong as written, no event wait: UNSAFE, may read a stale flag
+    deferred        pipelined's deferred check on one stream: what the second stream buys
+    check-every-k   .item() every K steps only: fewer syncs, overshoot < K
+    graphed         our own GPT-2 step captured in one CUDA graph, deferred check: launch cost gone
+    nocheck         no stop check at all, all N steps: the bound
+"""
+
+import inspect
+import os
+
+import torch
+from transformers import DynamicCache, StaticCache
+
+from harness.config import RunConfig, check_every, compile_mode
+from harness.decode import advance, deferred_loop, sync_loop
+from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
+
+
+def cache_kwarg(model) -> str:
+    """transformers 5.17 names the cache `past_key_values`; later 5.x renamed it `cache`."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def naive(model, cfg: RunConfig, st: dict):
+    def step(i):
+        logits = model(input_ids=st["ids"][:, :i], use_cache=False).logits[:, -1]  # [B, V]
+        return advance(st, logits)
+
+    return lambda window: sync_loop(st, step, window, every=1)
+
+
+def kv(model, cfg: RunConfig, st: dict):
+    kw = cache_kwarg(model)
+
+    def step(i):
+        logits = model(input_ids=st["token"], use_cache=True, **{kw: st["cache"]}).logits[:, -1]
+        return advance(st, logits)
+
+    def run(window):
+        st["cache"] = DynamicCache(config=model.config)
+        return sync_loop(st, step, window, every=1)
+
+    return run
+
+
+def kv_expandable(model, cfg: RunConfig, st: dict):
+    set_expandable_segments(True)
+    return kv(model, cfg, st)
+
+
+def static(model, cfg: RunConfig, st: dict):
+    cache, step = _static_step(model, cfg, st)
+    every = check_every(cfg) or 1
+
+    def run(window):
+        cache.reset()
+        return sync_loop(st, step, window, every=every)
+
+    return run
+
+
+def nocheck(model, cfg: RunConfig, st: dict):
+    cache, step = _static_step(model, cfg, st)
+
+    def run(window):
+        cache.reset()
+        return sync_loop(st, step, window, every=None)
+
+    return run
+
+
+def pipelined(model, cfg: RunConfig, st: dict):
+    return _deferred(model, cfg, st, n_streams=2, wait_event=True)
+
+
+def pipelined_seed(model, cfg: RunConfig, st: dict):
+    return _deferred(model, cfg, st, n_streams=2, wait_event=False)
+
+
+def deferred(model, cfg: RunConfig, st: dict):
+    return _deferred(model, cfg, st, n_streams=1, wait_event=True)
+
+
+def graphed(model, cfg: RunConfig, st: dict):
+    return own_step(model, cfg, st, graph=True)
+
+
+VARIANTS = {
+    "naive": naive,
+    "kv": kv,
+    "kv-expandable": kv_expandable,
+    "static": static,
+    "compiled": static,  # the same loop: compile_mode(cfg) is "default" for it
+    "pipelined": pipelined,
+    "pipelined-seed": pipelined_seed,
+    "deferred": deferred,
+    "check-every-k": static,  # check_every(cfg) is K for it, None (every step) otherwise
+    "graphed": graphed,
+    "nocheck": nocheck,
+}
+
+
+def variant_lines() -> list[str]:
+    """One line per variant, from this module's docstring."""
+    return [line.strip() for line in __doc__.splitlines() if line.strip().split(" ")[0] in VARIANTS]
+
+
+def static_logits(model, cache, token, pos, slots, kw):
+    """token: [B, 1], pos: [1], slots: [T] -> logits [B, V].
+
+    Positions and the mask are given as device tensors: left to HF, positions come from the cache
+    and the mask from a host-side computation, and a 4D mask is used as it is.
+    """
+    mask = (slots <= pos).view(1, 1, 1, -1)  # [1, 1, 1, T]
+    out = model(input_ids=token, position_ids=pos.view(1, 1), attention_mask=mask, use_cache=True,
+                **{kw: cache})
+    return out.logits[:, -1]
+
+
+def _static_step(model, cfg: RunConfig, st: dict):
+    n = cfg.new_tokens
+    cache = StaticCache(config=model.config, max_cache_len=n)
+    slots = torch.arange(n, device=st["ids"].device)
+    kw = cache_kwarg(model)
+    # The cache allocates itself on its first update: do that eagerly, outside any compile or stream.
+    static_logits(model, cache, st["token"], st["pos"], slots, kw)
+    cache.reset()
+    mode = compile_mode(cfg)
+    forward = static_logits
+    if mode != "none":
+        torch._dynamo.reset()  # a fresh compile per variant: no guards left from another one
+        forward = torch.compile(static_logits, mode=mode)
+
+    def step(i):
+        return advance(st, forward(model, cache, st["token"], st["pos"], slots, kw))
+
+    return cache, step
+
+
+def _cache_tensors(cache) -> list[torch.Tensor]:
+    return [t for layer in cache.layers for t in (layer.keys, layer.values, layer.cumulative_length)]
+
+
+def _streams(st: dict, n_streams: int) -> list:
+    if st["ids"].device.type != "cuda":
+        return [None, None]
+    if n_streams == 1:
+        return [torch.cuda.current_stream()] * 2
+    return [torch.cuda.Stream(), torch.cuda.Stream()]
+
+
+def _deferred(model, cfg: RunConfig, st: dict, n_streams: int, wait_event: bool):
+    cache, step = _static_step(model, cfg, st)
+    streams = _streams(st, n_streams)
+
+    def run(window):
+        cache.reset()
+        return deferred_loop(st, step, window, streams, wait_event, lambda: _cache_tensors(cache))
+
+    return run
+
+
+def own_step(model, cfg: RunConfig, st: dict, graph: bool):
+    """Our own GPT-2 step with the deferred check; graph=False runs it eagerly (on the CPU too)."""
+    kv_cache = new_kv_cache(model, cfg.batch, cfg.new_tokens)
+
+    def eager():
+        return advance(st, gpt2_logits(model, kv_cache, st["token"], st["pos"]))
+
+    streams = _streams(st, 1)
+    if not graph:
+        return lambda window: deferred_loop(st, lambda i: eager(), window, streams, True)
+    g, flag = capture(eager, warmups=min(3, cfg.new_tokens))
+
+    def replay(i):
+        g.replay()
+        return flag
+
+    return lambda window: deferred_loop(st, replay, window, streams, True)
+
+
+def set_expandable_segments(on: bool) -> None:
+    """Before CUDA initialises, through the environment (both names torch has read); after, directly."""
+    value = f"expandable_segments:{on}"
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.memory._set_allocator_settings(value)
+    else:
+        os.environ["PYTORCH_ALLOC_CONF"] = value
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = value
+
+
+def expandable_segments_in_use() -> bool | None:
+    """Whether any live CUDA segment is expandable (what took effect); None off CUDA."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    return any(seg.get("is_expandable", False) for seg in torch.cuda.memory_snapshot())
