@@ -44,7 +44,7 @@ def find_gaps(ops: pd.DataFrame, window: tuple) -> pd.DataFrame:
     })
 
 
-def split_gaps(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+def split_gaps(gaps: pd.DataFrame, blocking: pd.DataFrame) -> pd.DataFrame:
     """Adds wait_ns, launch_ns, host_ns (summing to gap_ns) and cause."""
     a = gaps["start_ns"].to_numpy()
     b = gaps["end_ns"].to_numpy()
@@ -54,7 +54,6 @@ def split_gaps(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     from_launch = np.clip(np.maximum(a, launch), a, b)
     wait = np.zeros(len(gaps), np.int64)
     wait_in_launch = np.zeros(len(gaps), np.int64)
-    blocking = calls[calls["blocking"]]
     for thread, group in blocking.groupby("tid", sort=False):
         rows = np.flatnonzero(known & (tid == thread))
         if len(rows) == 0:

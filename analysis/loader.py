@@ -62,14 +62,15 @@ def strip_api_suffix(name: str) -> str:
 
 @dataclass(frozen=True)
 class Trace:
-    """One export. Times in ns. `ops`: device, stream, start, end, corr, pid, kind, name_id.
-    `calls`: start, end, tid, corr, pid, name (suffix stripped), blocking.
-    `ranges`: start, end, tid, name (closed NVTX ranges only)."""
+    """One export. Times in ns; -1 where a value is missing.
+    `ops`: start, end, device, stream, corr, name_id, kind, and the launch call's call_start,
+    call_end and tid (its globalTid). `blocking`: the blocking API calls, start, end, tid, name
+    (version suffix stripped). `ranges`: closed NVTX ranges, start, end, tid, name."""
 
     path: Path
     schema_version: str
     ops: pd.DataFrame
-    calls: pd.DataFrame
+    blocking: pd.DataFrame
     ranges: pd.DataFrame
     strings: dict
 
@@ -126,10 +127,22 @@ def _schema_version(con: sqlite3.Connection, tables: set) -> str:
 
 # Lazy exports leave out empty tables, so the union is built from the tables that exist.
 OP_SELECT_SQL = """
-SELECT start, end, deviceId, streamId, IFNULL(correlationId, -1), IFNULL(globalPid, -1),
-       {name}, {kind}
+SELECT start, end, deviceId, streamId, correlationId, globalPid, {name} AS nameId, {kind} AS kind
 FROM {table}
 """
+
+# Each op with its launch call: same correlationId, same process (correlation ids are per process;
+# exports without globalPid on ops match on the id alone). SQLite indexes the join by itself.
+OPS_SQL = """
+SELECT o.start, o.end, o.deviceId, o.streamId, IFNULL(o.correlationId, -1), o.nameId, o.kind,
+       IFNULL(r.start, -1), IFNULL(r.end, -1), IFNULL(r.globalTid, -1)
+FROM ({ops}) AS o
+LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
+    ON r.correlationId = o.correlationId
+    AND (o.globalPid IS NULL OR (r.globalTid & {pid_mask}) = o.globalPid)
+"""
+OP_COLUMNS = ["start", "end", "device", "stream", "corr", "name_id", "kind",
+              "call_start", "call_end", "tid"]
 
 
 def _int_frame(rows: list, columns: list) -> pd.DataFrame:
@@ -144,27 +157,27 @@ def read_ops(con: sqlite3.Connection, kinds: list) -> pd.DataFrame:
         )
         for k in kinds
     ]
-    rows = con.execute(" UNION ALL ".join(parts)).fetchall()
-    cols = ["start", "end", "device", "stream", "corr", "pid", "name_id", "kind"]
-    return _int_frame(rows, cols)
+    sql = OPS_SQL.format(ops=" UNION ALL ".join(parts), pid_mask=PID_MASK)
+    return _int_frame(con.execute(sql).fetchall(), OP_COLUMNS)
 
 
-CALLS_SQL = """
-SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId
-FROM CUPTI_ACTIVITY_KIND_RUNTIME
+def blocking_name_ids(strings: dict) -> dict:
+    """StringIds of the blocking calls, with their clean names; the API table is then filtered
+    inside SQLite instead of being read whole."""
+    return {i: n for i, v in strings.items() if (n := strip_api_suffix(v)) in BLOCKING_CALLS}
+
+
+BLOCKING_SQL = """
+SELECT start, end, IFNULL(globalTid, -1), nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME
+WHERE nameId IN ({ids})
 """
 
 
-def read_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
-    columns = ["start", "end", "tid", "corr", "name_id"]
-    calls = _int_frame(con.execute(CALLS_SQL).fetchall(), columns)
-    calls["pid"] = calls["tid"] & PID_MASK
-    # Few distinct names: clean each once, not once per call.
-    ids = pd.unique(calls["name_id"])
-    clean = {i: strip_api_suffix(strings.get(int(i), "")) for i in ids}
-    calls["name"] = pd.Categorical(calls["name_id"].map(clean))
-    blocking_ids = [i for i, n in clean.items() if n in BLOCKING_CALLS]
-    calls["blocking"] = calls["name_id"].isin(blocking_ids)
+def read_blocking_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
+    names = blocking_name_ids(strings)
+    sql = BLOCKING_SQL.format(ids=", ".join(str(i) for i in names) or "NULL")
+    calls = _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "name_id"])
+    calls["name"] = calls["name_id"].map(names).astype(object)
     return calls.drop(columns="name_id")
 
 
@@ -206,7 +219,7 @@ def load_trace(path) -> Trace:
             path=path,
             schema_version=_schema_version(con, tables),
             ops=read_ops(con, kinds),
-            calls=read_calls(con, strings),
+            blocking=read_blocking_calls(con, strings),
             ranges=read_ranges(con),
             strings=strings,
         )

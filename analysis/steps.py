@@ -52,21 +52,6 @@ def find_steps(ranges: pd.DataFrame, pattern: str) -> pd.DataFrame:
     return steps
 
 
-def attach_launches(ops: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """Adds each op's launch call: call_start, call_end, tid, call_name (-1 / NaN when missing)."""
-    launch = calls[calls["corr"] >= 0][["pid", "corr", "start", "end", "tid", "name"]]
-    launch = launch.rename(columns={"start": "call_start", "end": "call_end", "name": "call_name"})
-    # Correlation ids are per process; exports without globalPid on ops fall back to the id alone.
-    keys = ["pid", "corr"] if (ops["pid"] >= 0).all() else ["corr"]
-    launch = launch.drop_duplicates(keys)
-    if keys == ["corr"]:
-        launch = launch.drop(columns="pid")
-    out = ops.merge(launch, on=keys, how="left", sort=False)
-    for col in ("call_start", "call_end", "tid"):
-        out[col] = out[col].fillna(-1).astype(np.int64)
-    return out
-
-
 def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Row of `steps` each op belongs to, -1 for none. Where two steps of one thread overlap,
     the op goes to the later-starting one (nsys would count it in both)."""

@@ -13,7 +13,6 @@ from analysis.steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
     assign_steps,
-    attach_launches,
     compile_pattern,
     find_steps,
     match_ranges,
@@ -60,8 +59,7 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
     """One DeviceAnalysis per device that ran ops of the steps (or the one asked for)."""
     steps = find_steps(trace.ranges, options.step_pattern)
     checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
-    ops = attach_launches(trace.ops, trace.calls)
-    ops["step"] = assign_steps(ops, steps)
+    ops = trace.ops.assign(step=assign_steps(trace.ops, steps))
     devices = sorted(int(d) for d in ops.loc[ops["step"] >= 0, "device"].unique())
     if not devices:
         raise TraceError(
@@ -84,7 +82,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     table = step_table(steps, ops, busy)
     table = table[table["op_records"] > 0].reset_index(drop=True)
     window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
-    gaps = split_gaps(find_gaps(ops, window), trace.calls)
+    gaps = split_gaps(find_gaps(ops, window), trace.blocking)
     gaps.insert(0, "step", table["step"].to_numpy()[gaps_by_step(gaps, table)])
     gaps["next_op"] = _op_names(gaps, trace.strings)
     gaps = gaps.drop(columns=["next_kind", "next_name_id"])
@@ -96,11 +94,12 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops)
 
 
-def _op_names(gaps: pd.DataFrame, strings: dict) -> list:
-    return [
-        strings.get(int(i), "?") if k == 0 else OP_KIND_NAMES[int(k)]
-        for k, i in zip(gaps["next_kind"], gaps["next_name_id"], strict=True)
-    ]
+def _op_names(gaps: pd.DataFrame, strings: dict) -> np.ndarray:
+    """Kernel names (memcpy/memset by kind), looked up once per distinct name."""
+    key = np.where(gaps["next_kind"] == 0, gaps["next_name_id"], -1 - gaps["next_kind"])
+    uniq, inverse = np.unique(key, return_inverse=True)
+    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in uniq]
+    return np.array(names, dtype=object)[inverse]
 
 
 def _add_idle_by_step(table: pd.DataFrame, gaps: pd.DataFrame) -> None:
