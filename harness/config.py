@@ -1,4 +1,4 @@
-"""The one dataclass of a run's configuration, and the checks that reject combinations that mean nothing."""
+"""The one dataclass of a run's configuration, and checks that reject meaningless combinations."""
 
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -7,7 +7,7 @@ VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
     "deferred", "check-every-k", "graphed", "nocheck",
 )
-# A dynamic cache changes shape every step: compiling it only recompiles; graphed is its own capture.
+# A dynamic cache changes shape every step (compiling only recompiles); graphed is its own capture.
 NO_COMPILE = ("naive", "kv", "kv-expandable", "graphed")
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
@@ -30,7 +30,7 @@ class RunConfig:
     stop: str = "none"
     stop_seed: int = 0
     k: int | None = None  # None: DEFAULT_K for check-every-k
-    window: str = "30:50"
+    window: str | None = None  # None: "30:50", or "0:N" when fewer than 50 new tokens
     seed: int = 0
     device: str = "cuda"
     gpu_sleep_cycles: int = 0  # test-only: slows each step on the GPU so the host runs ahead
@@ -40,6 +40,7 @@ class RunConfig:
         d["out"] = str(self.out) if self.out is not None else None
         d["compile"] = compile_mode(self)
         d["k"] = check_every(self)
+        d["window"] = "{}:{}".format(*profile_window(self))
         return d
 
 
@@ -53,6 +54,12 @@ def check_every(cfg: RunConfig) -> int | None:
     if cfg.variant != "check-every-k":
         return None
     return DEFAULT_K if cfg.k is None else cfg.k
+
+
+def profile_window(cfg: RunConfig) -> tuple[int, int]:
+    if cfg.window is not None:
+        return parse_window(cfg.window)
+    return (30, 50) if cfg.new_tokens >= 50 else (0, cfg.new_tokens)
 
 
 def parse_window(spec: str) -> tuple[int, int]:
@@ -101,17 +108,17 @@ def validate(cfg: RunConfig) -> RunConfig:
             f"{MAX_POSITIONS} positions), got {cfg.new_tokens}")
     mode = compile_mode(cfg)
     if v in NO_COMPILE and mode != "none":
-        raise ConfigError(f"--compile {mode} means nothing for {v} (only static-cache variants compile)")
+        raise ConfigError(f"--compile {mode} means nothing for {v} (only static-cache variants)")
     if v == "compiled" and mode == "none":
         raise ConfigError("compiled with --compile none is static: use --variant static")
     if cfg.k is not None and v != "check-every-k":
         raise ConfigError(f"--k only applies to check-every-k, not {v}")
     if v == "check-every-k" and check_every(cfg) < 1:
         raise ConfigError(f"--k must be >= 1, got {cfg.k}")
-    start, stop = parse_window(cfg.window)
+    start, stop = profile_window(cfg)
     if not 0 <= start < stop <= cfg.new_tokens:
         raise ConfigError(
-            f"--window {cfg.window} must satisfy 0 <= START < STOP <= new tokens ({cfg.new_tokens})")
+            f"--window {start}:{stop} needs 0 <= START < STOP <= new tokens ({cfg.new_tokens})")
     _check_stop(parse_stop(cfg.stop), cfg.new_tokens)
     if cfg.gpu_sleep_cycles < 0:
         raise ConfigError(f"--gpu-sleep-cycles must be >= 0, got {cfg.gpu_sleep_cycles}")
@@ -130,9 +137,10 @@ def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
 def _check_stop(stop: tuple, new_tokens: int) -> None:
     kind = stop[0]
     if kind == "fixed" and not 1 <= stop[1] <= new_tokens:
-        raise ConfigError(f"--stop fixed:S needs 1 <= S <= new tokens ({new_tokens}), got {stop[1]}")
+        raise ConfigError(f"--stop fixed:S needs 1 <= S <= {new_tokens} (new tokens): {stop[1]}")
     if kind == "uniform" and not 1 <= stop[1] <= stop[2] <= new_tokens:
         raise ConfigError(
-            f"--stop uniform:A-B needs 1 <= A <= B <= new tokens ({new_tokens}), got {stop[1]}-{stop[2]}")
+            f"--stop uniform:A-B needs 1 <= A <= B <= {new_tokens} (new tokens), "
+            f"got {stop[1]}-{stop[2]}")
     if kind == "geometric" and not 0.0 < stop[1] <= 1.0:
         raise ConfigError(f"--stop geometric:P needs 0 < P <= 1, got {stop[1]}")

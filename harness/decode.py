@@ -1,4 +1,4 @@
-"""Pieces every variant shares: the decode state, one token's bookkeeping, the two loop shapes, the result.
+"""Pieces every variant shares: decode state, one token's bookkeeping, the two loops, the result.
 
 Step i (from 1) feeds the token at position i - 1 and writes token i. All bookkeeping stays on the
 device (positions, the stop schedule, the finished mask, the all-finished history), so the only host
@@ -20,7 +20,8 @@ from harness.instrument import (
 from harness.model import EOS
 
 
-def new_state(batch: int, new_tokens: int, stops: torch.Tensor, device: str, sleep_cycles: int) -> dict:
+def new_state(batch: int, new_tokens: int, stops: torch.Tensor, device: str,
+              sleep_cycles: int) -> dict:
     st = {
         "ids": torch.empty(batch, new_tokens + 1, dtype=torch.long, device=device),  # [B, N+1]
         "token": torch.empty(batch, 1, dtype=torch.long, device=device),  # [B, 1]: next input
@@ -49,7 +50,7 @@ def state_tensors(st: dict) -> list[torch.Tensor]:
 
 
 def advance(st: dict, logits: torch.Tensor) -> torch.Tensor:
-    """Greedy token for this step, stop schedule applied; returns the all-finished flag [1] (bool)."""
+    """Greedy token for this step, stop schedule applied; returns the all-finished flag [1] bool."""
     if st["sleep_cycles"]:
         torch.cuda._sleep(st["sleep_cycles"])  # test-only: a slow GPU lets the host run ahead
     step = st["pos"] + 1  # [1]
@@ -67,7 +68,7 @@ def advance(st: dict, logits: torch.Tensor) -> torch.Tensor:
 
 @contextmanager
 def allow_sync(device: torch.device):
-    """The host syncs a variant means to make; everything else may run under sync debug mode 'error'."""
+    """Around the syncs a variant means to make: all else may run under sync debug mode 'error'."""
     if device.type != "cuda":
         yield
         return

@@ -2,7 +2,7 @@
 
 Why: HF's StaticCache (transformers 5.17) mutates a counter in place, so torch.compile's CUDA graphs
 are skipped, and a manual capture of the HF forward hit an index_copy_ assert. Here every shape is
-fixed and the only moving part is `pos`, a device tensor: the step can be captured once and replayed.
+fixed and the only moving part is `pos`, a device tensor: the step is captured once, then replayed.
 """
 
 import torch

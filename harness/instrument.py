@@ -1,7 +1,7 @@
-"""NVTX ranges and the cudaProfilerStart/Stop window, as context managers the decode loop always calls.
+"""NVTX ranges and the cudaProfilerStart/Stop window: context managers the decode loop always calls.
 
 The NVTX ranges cost a function call when no tool is attached (nvtx itself is then a no-op); the
-profiler window does nothing unless it is active and on CUDA. So the loop never asks "am I profiled".
+profiler window does nothing unless active and on CUDA. So the loop never asks "am I profiled".
 The analysis keys on the exact names: `Step N` (N from 1) holding `Model Forward` and
 `Check Stop Condition`.
 """

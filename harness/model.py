@@ -13,7 +13,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def gpt2_config(name: str) -> GPT2Config:
-    """'gpt2': the 124M model; 'tiny': 2 layers, 64 wide, full vocab (so EOS exists), 1024 positions.
+    """'gpt2': the 124M model; 'tiny': 2 layers, 64 wide, full vocab (EOS exists), 1024 positions.
 
     The tiny model draws wider weights (std 0.2): at GPT-2's 0.02 its greedy output is one token
     repeated, which would make token-identity tests nearly blind.

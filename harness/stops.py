@@ -1,4 +1,4 @@
-"""Seeded stop schedules: random weights never emit EOS, so each sequence j is forced to at step s_j."""
+"""Seeded stop schedules: random weights never emit EOS, so sequence j is forced to at step s_j."""
 
 import math
 
@@ -31,6 +31,6 @@ def _geometric(p: float, batch: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def expected_stop_step(steps: torch.Tensor, new_tokens: int) -> int | None:
-    """The step at which every sequence has finished, or None when one never does within new_tokens."""
+    """The step at which every sequence has finished; None when one never does in new_tokens."""
     last = int(steps.max())
     return last if last <= new_tokens else None

@@ -1,9 +1,9 @@
-"""The decode variants, registered by name. Each maker takes (model, cfg, state) and returns run(window).
+"""The decode variants, by name. Each maker takes (model, cfg, state) and returns run(window).
 
     naive           no cache: the whole sequence every step (the article's baseline)
     kv              HF DynamicCache, .item() each step: the token-exact reference for all others
     kv-expandable   kv with expandable_segments: does the allocator's fragmentation change?
-    static          HF StaticCache, eager, positions and mask given as device tensors: no hidden syncs
+    static          HF StaticCache, eager, positions and mask as device tensors: no hidden syncs
     compiled        static + torch.compile: fewer, fused kernels, same per-step .item()
     pipelined       two streams, step i-1's flag read only after its copy's event: the sync hidden
     pipelined-seed  the article's ping-pong as written, no event wait: UNSAFE, may read a stale flag
@@ -130,7 +130,7 @@ def _static_step(model, cfg: RunConfig, st: dict):
     cache = StaticCache(config=model.config, max_cache_len=n)
     slots = torch.arange(n, device=st["ids"].device)
     kw = cache_kwarg(model)
-    # The cache allocates itself on its first update: do that eagerly, outside any compile or stream.
+    # The cache allocates itself on its first update: do that now, outside any compile or stream.
     static_logits(model, cache, st["token"], st["pos"], slots, kw)
     cache.reset()
     mode = compile_mode(cfg)
@@ -146,7 +146,7 @@ def _static_step(model, cfg: RunConfig, st: dict):
 
 
 def _cache_tensors(cache) -> list[torch.Tensor]:
-    return [t for layer in cache.layers for t in (layer.keys, layer.values, layer.cumulative_length)]
+    return [t for lay in cache.layers for t in (lay.keys, lay.values, lay.cumulative_length)]
 
 
 def _streams(st: dict, n_streams: int) -> list:
@@ -188,7 +188,7 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool):
 
 
 def set_expandable_segments(on: bool) -> None:
-    """Before CUDA initialises, through the environment (both names torch has read); after, directly."""
+    """Before CUDA initialises, via the environment (both names torch reads); after, directly."""
     value = f"expandable_segments:{on}"
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.memory._set_allocator_settings(value)

@@ -1,0 +1,139 @@
+"""One profiled run: build, a full warm-up run, then the run with the profiler window; run.json."""
+
+import importlib.metadata
+import json
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+from harness.config import ConfigError, RunConfig, profile_window, validate
+from harness.decode import new_state
+from harness.instrument import ProfilerWindow, no_window
+from harness.model import build_model
+from harness.stops import stop_steps
+from harness.variants import VARIANTS, expandable_segments_in_use, set_expandable_segments
+
+
+def check_device(cfg: RunConfig) -> None:
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("CUDA is not available here: pass --device cpu (graphed needs CUDA)")
+
+
+def load_model(cfg: RunConfig):
+    check_device(cfg)
+    torch.set_float32_matmul_precision(cfg.matmul_precision)
+    return build_model(cfg.model, cfg.dtype, cfg.device, cfg.seed)
+
+
+def make_decoder(model, cfg: RunConfig):
+    """The variant's run(window), over a fresh decode state."""
+    stops = stop_steps(cfg.stop, cfg.batch, cfg.new_tokens, cfg.stop_seed)
+    st = new_state(cfg.batch, cfg.new_tokens, stops, cfg.device, cfg.gpu_sleep_cycles)
+    return VARIANTS[cfg.variant](model, cfg, st)
+
+
+def sync(cfg: RunConfig) -> None:
+    if cfg.device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(cfg: RunConfig) -> dict:
+    """Warm-up run, then the windowed run; writes cfg.out/run.json and returns its record."""
+    validate(cfg)
+    out = make_out_dir(cfg.out)
+    if cfg.variant == "kv-expandable":
+        set_expandable_segments(True)  # before load_model: CUDA must not be initialised yet
+    model = load_model(cfg)
+    decode = make_decoder(model, cfg)
+    decode(no_window())
+    start, stop = profile_window(cfg)
+    window = ProfilerWindow(start, stop, active=True)
+    sync(cfg)
+    t0 = time.perf_counter_ns()
+    result = decode(window)
+    sync(cfg)
+    wall_ns = time.perf_counter_ns() - t0
+    record = {
+        "config": cfg.to_json(),
+        "versions": versions(),
+        "result": summarise(result, cfg),
+        "timing": timing(wall_ns, window, result["steps_run"]),
+    }
+    (out / "run.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def make_out_dir(out: Path | None) -> Path:
+    if out is None:
+        raise ConfigError("--out DIR is required")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot create --out {out}: {e.strerror}") from None
+    return out
+
+
+def summarise(result: dict, cfg: RunConfig) -> dict:
+    returned = result["tokens"].shape[1] - 1
+    return {
+        "tokens_generated": cfg.batch * returned,  # B x returned steps (EOS padding included)
+        "steps_run": result["steps_run"],
+        "stop_step": result["stop_step"],
+        "overshoot_steps": result["overshoot_steps"],
+        "stale_flag_reads": result["stale_flag_reads"],
+        "expandable_segments": expandable_segments_in_use(),
+    }
+
+
+def timing(wall_ns: int, window: ProfilerWindow, steps_run: int) -> dict:
+    marks = window.marks_ns
+    in_window = max(0, min(window.stop, steps_run) - window.start)
+    window_ns = marks["stop"] - marks["start"] if "start" in marks and "stop" in marks else None
+    return {
+        "wall_ms": wall_ns / 1e6,
+        "window_steps": in_window,
+        # Host clock at the window's edges: step START+1 entered to step STOP left.
+        "window_ms": window_ns / 1e6 if window_ns is not None else None,
+        "ms_per_step": wall_ns / 1e6 / steps_run,
+    }
+
+
+def versions() -> dict:
+    cuda = torch.cuda.is_available()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "nvtx": _dist_version("nvtx"),
+        "driver": _driver_version() if cuda else None,
+        "gpu": torch.cuda.get_device_name() if cuda else None,
+    }
+
+
+def _dist_version(name: str) -> str | None:
+    # nvtx may be carried as an unpacked wheel on PYTHONPATH, without its metadata.
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def summary_line(record: dict) -> str:
+    c, r, t = record["config"], record["result"], record["timing"]
+    return (f"{c['variant']}: {r['steps_run']} steps run (stop step {r['stop_step']}, "
+            f"overshoot {r['overshoot_steps']}), {r['tokens_generated']} tokens, "
+            f"{t['ms_per_step']:.3f} ms/step, {t['wall_ms']:.1f} ms")
