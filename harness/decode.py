@@ -140,7 +140,8 @@ def deferred_loop(st: dict, step, window: ProfilerWindow, streams: list, wait_ev
             if i > 1:
                 with check_range():
                     if wait_event and cuda:
-                        events[(i - 1) % 2].synchronize()
+                        with allow_sync(flag.device):
+                            events[(i - 1) % 2].synchronize()
                     stop = bool(slots[(i - 1) % 2][0])
                     reads.append((i - 1, stop))
         if stop:

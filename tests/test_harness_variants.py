@@ -1,0 +1,182 @@
+"""Every variant that runs without CUDA against kv, with the tiny model on the CPU."""
+
+import pytest
+import torch
+
+from harness.config import RunConfig, validate
+from harness.decode import advance, finish, new_state
+from harness.instrument import no_window
+from harness.model import EOS, build_model
+from harness.run import make_decoder
+from harness.stops import expected_stop_step, stop_steps
+from harness.variants import own_step
+
+BATCH, NEW = 4, 12
+# uniform:4-9 with stop seed 0 draws these steps (torch's seeded CPU generator):
+UNIFORM_STOPS = [6, 7, 9, 4]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.set_float32_matmul_precision("highest")
+    return build_model("tiny", "fp32", "cpu", seed=0)
+
+
+def config(variant: str, **kw) -> RunConfig:
+    base = dict(variant=variant, model="tiny", batch=BATCH, new_tokens=NEW, device="cpu",
+                stop="uniform:4-9", matmul_precision="highest")
+    return validate(RunConfig(**{**base, **kw}))
+
+
+def decode(model, variant: str, **kw) -> dict:
+    run = make_decoder(model, config(variant, **kw))
+    run(no_window())  # the second run must not depend on what the first left behind
+    return run(no_window())
+
+
+def own_step_eager(model, **kw) -> dict:
+    cfg = config("kv", **kw)
+    st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
+    run = own_step(model, cfg, st, graph=False)
+    run(no_window())
+    return run(no_window())
+
+
+@pytest.fixture(scope="module")
+def reference(tiny):
+    return decode(tiny, "kv")
+
+
+def test_uniform_schedule_is_seeded():
+    assert stop_steps("uniform:4-9", BATCH, NEW, seed=0).tolist() == UNIFORM_STOPS
+    assert stop_steps("uniform:4-9", BATCH, NEW, seed=1).tolist() != UNIFORM_STOPS
+
+
+def test_kv_stops_at_the_last_scheduled_step_and_pads_with_eos(reference):
+    tokens = reference["tokens"]
+    assert tokens.shape == (BATCH, 9 + 1)
+    assert reference["stop_step"] == 9
+    assert reference["steps_run"] == 9
+    assert reference["overshoot_steps"] == 0
+    assert reference["stale_flag_reads"] is None
+    for j, s in enumerate(UNIFORM_STOPS):
+        assert tokens[j, 0] == EOS  # BOS
+        assert (tokens[j, 1:s] != EOS).all(), "no EOS before the scheduled step"
+        assert (tokens[j, s:] == EOS).all(), "EOS at the scheduled step and after it"
+
+
+def test_kv_output_is_not_one_repeated_token(reference):
+    # Otherwise the identity tests below could not tell variants apart.
+    assert len(set(reference["tokens"][2, 1:9].tolist())) == 8
+
+
+@pytest.mark.parametrize("variant", ["naive", "kv-expandable", "static", "compiled", "pipelined",
+                                     "pipelined-seed", "deferred", "check-every-k", "nocheck"])
+def test_variant_gives_kv_tokens_and_stop_step(tiny, reference, variant):
+    result = decode(tiny, variant)
+    assert torch.equal(result["tokens"], reference["tokens"])
+    assert result["stop_step"] == 9
+
+
+def test_own_gpt2_step_gives_kv_tokens(tiny, reference):
+    result = own_step_eager(tiny)
+    assert torch.equal(result["tokens"], reference["tokens"])
+    assert (result["steps_run"], result["overshoot_steps"], result["stale_flag_reads"]) == (10, 1, 0)
+
+
+def test_own_gpt2_step_matches_kv_for_all_new_tokens(tiny):
+    assert torch.equal(own_step_eager(tiny, stop="none")["tokens"],
+                       decode(tiny, "kv", stop="none")["tokens"])
+
+
+@pytest.mark.parametrize("variant", ["pipelined", "pipelined-seed", "deferred"])
+def test_deferred_check_computes_one_step_past_the_stop(tiny, variant):
+    # On the CPU these run without streams, in the same order: the read is never stale.
+    result = decode(tiny, variant)
+    assert (result["steps_run"], result["overshoot_steps"], result["stale_flag_reads"]) == (10, 1, 0)
+
+
+def test_check_every_k_syncs_at_the_next_multiple_of_k(tiny):
+    result = decode(tiny, "check-every-k", k=4)  # stop at 9, first check after it: step 12
+    assert (result["steps_run"], result["stop_step"], result["overshoot_steps"]) == (12, 9, 3)
+    result = decode(tiny, "check-every-k", k=5)  # checks at 5 and 10
+    assert (result["steps_run"], result["stop_step"], result["overshoot_steps"]) == (10, 9, 1)
+
+
+def test_nocheck_runs_every_step(tiny):
+    result = decode(tiny, "nocheck")
+    assert (result["steps_run"], result["stop_step"], result["overshoot_steps"]) == (12, 9, 3)
+
+
+def test_fixed_schedule_stops_every_sequence_at_the_same_step(tiny):
+    result = decode(tiny, "static", stop="fixed:5")
+    assert result["stop_step"] == 5
+    assert result["tokens"].shape == (BATCH, 6)
+    assert (result["tokens"][:, 5] == EOS).all() and (result["tokens"][:, 1:5] != EOS).all()
+
+
+def test_geometric_schedule_stops_at_its_largest_step(tiny):
+    steps = stop_steps("geometric:0.4", BATCH, NEW, seed=3)
+    expected = expected_stop_step(steps, NEW)
+    assert expected is not None
+    result = decode(tiny, "kv", stop="geometric:0.4", stop_seed=3)
+    assert result["stop_step"] == expected
+
+
+def test_geometric_with_p_one_stops_at_step_one():
+    assert stop_steps("geometric:1", BATCH, NEW, seed=0).tolist() == [1, 1, 1, 1]
+
+
+def test_geometric_beyond_new_tokens_means_never():
+    steps = stop_steps("geometric:0.0001", BATCH, NEW, seed=0)
+    assert steps.tolist() == [NEW + 1] * BATCH
+    assert expected_stop_step(steps, NEW) is None
+
+
+def test_bos_is_not_finished_without_a_schedule(tiny):
+    # BOS is EOS (50256) in GPT-2: were it counted, every run would stop at step 1.
+    result = decode(tiny, "kv", stop="none")
+    assert (result["steps_run"], result["stop_step"], result["overshoot_steps"]) == (NEW, None, 0)
+    assert result["tokens"].shape == (BATCH, NEW + 1)
+    assert (result["tokens"][:, 1:] != EOS).all()
+
+
+def one_step_state(stops: list[int]) -> dict:
+    return new_state(len(stops), 3, torch.tensor(stops), "cpu", 0)
+
+
+def logits_for(tokens: list[int]) -> torch.Tensor:
+    logits = torch.zeros(len(tokens), EOS + 1)
+    logits[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+    return logits
+
+
+def test_advance_forces_eos_at_the_scheduled_step_and_keeps_it():
+    st = one_step_state([1, 2, 4])
+    flag = advance(st, logits_for([7, 8, 9]))  # step 1: sequence 0 is due
+    assert st["ids"][:, 1].tolist() == [EOS, 8, 9] and not flag.item()
+    flag = advance(st, logits_for([7, 8, 9]))  # step 2: sequence 1 is due, 0 stays finished
+    assert st["ids"][:, 2].tolist() == [EOS, EOS, 9] and not flag.item()
+    assert st["token"].flatten().tolist() == [EOS, EOS, 9]
+    assert st["pos"].item() == 2
+    assert st["done"].tolist() == [False, False, False, False]
+
+
+def test_advance_finishes_a_sequence_that_emits_eos_itself():
+    st = one_step_state([4, 4])
+    flag = advance(st, logits_for([EOS, 5]))
+    assert st["finished"].tolist() == [True, False] and not flag.item()
+    flag = advance(st, logits_for([6, EOS]))
+    assert st["ids"][:, 2].tolist() == [EOS, EOS] and flag.item()
+    assert st["done"].tolist() == [False, False, True, False]
+
+
+def test_finish_counts_reads_that_differ_from_the_truth():
+    st = one_step_state([2, 2])
+    for _ in range(3):
+        advance(st, logits_for([5, 6]))
+    # done = [_, F, T, T]: the host acted on False for step 2 (stale) and True for step 3.
+    result = finish(st, 3, reads=[(1, False), (2, False), (3, True)])
+    assert result["stale_flag_reads"] == 1
+    assert (result["stop_step"], result["steps_run"], result["overshoot_steps"]) == (2, 3, 1)
+    assert result["tokens"].tolist() == [[EOS, 5, EOS], [EOS, 6, EOS]]
