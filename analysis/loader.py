@@ -76,15 +76,19 @@ class Trace:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        raise TraceError(f"{path}: no such file or directory")
-    if path.stat().st_size == 0:
+    if not path.is_file():
+        raise TraceError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(16)
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read it ({e.strerror})") from None
+    if not header:
         raise TraceError(f"{path}: empty file; export a capture with `nsys export --type sqlite`")
-    with open(path, "rb") as f:
-        if f.read(16) != b"SQLite format 3\x00":
-            raise TraceError(
-                f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`"
-            )
+    if header != b"SQLite format 3\x00":
+        raise TraceError(
+            f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`"
+        )
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
@@ -146,7 +150,11 @@ OP_COLUMNS = ["start", "end", "device", "stream", "corr", "name_id", "kind",
 
 
 def _int_frame(rows: list, columns: list) -> pd.DataFrame:
-    data = np.array(rows, dtype=np.int64).reshape(len(rows), len(columns))
+    try:
+        data = np.array(rows, dtype=np.int64).reshape(len(rows), len(columns))
+    except (TypeError, ValueError) as e:
+        # NULL where nsys always writes a value: damaged, or not written by nsys.
+        raise sqlite3.DatabaseError(f"unexpected value in {', '.join(columns)}: {e}") from None
     return pd.DataFrame(data, columns=columns)
 
 

@@ -72,13 +72,18 @@ def resolve_run(arg: str) -> Run:
 
 
 def unique_labels(runs: list) -> list:
-    """Labels, with the trace's directory or stem added where two runs share one."""
+    """Labels, with the trace's directory or stem added where two runs share one, and a number
+    where even that repeats (the same run given twice)."""
     labels = [r.label for r in runs]
-    out = []
+    tagged = []
     for run, label in zip(runs, labels, strict=True):
         if labels.count(label) > 1:
             where = run.trace_path.resolve()
-            tag = where.parent.name if where.name == TRACE_NAME else where.stem
-            label = f"{label} ({tag})"
-        out.append(label)
+            label = f"{label} ({where.parent.name if where.name == TRACE_NAME else where.stem})"
+        tagged.append(label)
+    seen = {}
+    out = []
+    for label in tagged:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if tagged.count(label) == 1 else f"{label} #{seen[label]}")
     return out

@@ -1,0 +1,136 @@
+"""Tiny nsys-like SQLite exports built by hand, for tests whose answers are worked out on paper.
+
+Only the columns the analysis reads are filled; table and column names follow nsys's schema 3.x.
+"""
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PID = 1000
+TID = 1001
+
+
+def global_tid(pid: int = PID, tid: int = TID) -> int:
+    return (pid << 24) | tid
+
+
+def global_pid(pid: int = PID) -> int:
+    return pid << 24
+
+
+SCHEMA = {
+    "META_DATA_EXPORT": "name TEXT NOT NULL, value TEXT",
+    "StringIds": "id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL",
+    "NVTX_EVENTS": "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, "
+                   "text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, "
+                   "domainId INTEGER",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                                   "eventClass INTEGER NOT NULL, globalTid INTEGER, "
+                                   "correlationId INTEGER, nameId INTEGER NOT NULL, "
+                                   "returnValue INTEGER NOT NULL",
+    "CUPTI_ACTIVITY_KIND_KERNEL": "start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                                  "deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+                                  "streamId INTEGER NOT NULL, correlationId INTEGER, "
+                                  "globalPid INTEGER, demangledName INTEGER NOT NULL, "
+                                  "shortName INTEGER NOT NULL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                                  "deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+                                  "streamId INTEGER NOT NULL, correlationId INTEGER, "
+                                  "globalPid INTEGER, bytes INTEGER NOT NULL, "
+                                  "copyKind INTEGER NOT NULL",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                                  "deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+                                  "streamId INTEGER NOT NULL, correlationId INTEGER, "
+                                  "globalPid INTEGER, value INTEGER NOT NULL, "
+                                  "bytes INTEGER NOT NULL",
+}
+OP_TABLE = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+
+
+@dataclass
+class Synth:
+    """Collects rows; `write` makes the file. Lazy like nsys: op tables without rows are left out
+    unless `keep_empty` names them."""
+
+    strings: dict = field(default_factory=dict)
+    nvtx: list = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    ops: dict = field(default_factory=lambda: {k: [] for k in OP_TABLE})
+    next_corr: int = 1
+
+    def string(self, value: str) -> int:
+        return self.strings.setdefault(value, len(self.strings) + 1)
+
+    def range(self, name: str, start: int, end: int | None, tid: int = TID, pid: int = PID,
+              registered: bool = True, event_type: int = 59) -> None:
+        text, text_id = (None, self.string(name)) if registered else (name, None)
+        self.nvtx.append((start, end, event_type, text, global_tid(pid, tid), None, text_id, 0))
+
+    def call(self, name: str, start: int, end: int, tid: int = TID, pid: int = PID,
+             corr: int | None = None) -> int:
+        if corr is None:
+            corr, self.next_corr = self.next_corr, self.next_corr + 1
+        self.calls.append((start, end, 1, global_tid(pid, tid), corr, self.string(name), 0))
+        return corr
+
+    def op(self, corr: int, start: int, end: int, kind: str = "kernel", name: str = "k",
+           device: int = 0, stream: int = 7, pid: int = PID) -> None:
+        common = (start, end, device, 1, stream, corr, global_pid(pid))
+        if kind == "kernel":
+            self.ops[kind].append(common + (self.string(name), self.string(name)))
+        else:
+            self.ops[kind].append(common + (0, 0))
+
+    def launch(self, call_start: int, call_end: int, op_start: int, op_end: int,
+               api: str = "cudaLaunchKernel_v7000", tid: int = TID, pid: int = PID,
+               **op) -> int:
+        """A launch call and the op it started; returns the correlation id."""
+        corr = self.call(api, call_start, call_end, tid=tid, pid=pid)
+        self.op(corr, op_start, op_end, pid=pid, **op)
+        return corr
+
+    def write(self, path: Path, drop: tuple = (), keep_empty: tuple = ()) -> Path:
+        con = sqlite3.connect(path)
+        rows = {
+            "META_DATA_EXPORT": [("EXPORT_SCHEMA_VERSION", "3.20.3")],
+            "StringIds": [(i, v) for v, i in self.strings.items()],
+            "NVTX_EVENTS": self.nvtx,
+            "CUPTI_ACTIVITY_KIND_RUNTIME": self.calls,
+        }
+        rows.update({OP_TABLE[k]: v for k, v in self.ops.items()
+                     if v or OP_TABLE[k] in keep_empty})
+        for table, values in rows.items():
+            if table in drop:
+                continue
+            con.execute(f"CREATE TABLE {table} ({SCHEMA[table]})")
+            if values:
+                marks = ", ".join("?" * len(values[0]))
+                con.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
+        con.commit()
+        con.close()
+        return path
+
+
+def causes_trace() -> Synth:
+    """One thread, one stream, two steps, a gap of each cause (worked out in the tests):
+
+    time     0    10   20   30   40   50   60   70   80   90   100  110  120  130  140  150
+    steps    [Step 1 ....................................][Step 2 .......................
+    check                                  [55 ........ 80]
+    calls         [k1]           [k2]          [sync 62-80]  [k3]  [k4]              [k6]
+    ops                [k1]           [k2]                      [k3]     [k4] [k5] [k6]
+    """
+    t = Synth()
+    t.range("Step 1", 0, 81)
+    t.range("Step 2", 81, 200)
+    t.range("Check Stop Condition", 55, 80)
+    t.launch(10, 15, 20, 30, name="k1")
+    t.launch(40, 45, 50, 60, name="k2")
+    t.call("cudaStreamSynchronize_v3020", 62, 80)
+    t.launch(85, 90, 95, 105, name="k3")
+    t.launch(100, 102, 110, 120, name="k4")
+    t.op(999, 125, 128, name="k5")  # no launch call recorded
+    t.launch(130, 132, 140, 150, name="k6")
+    return t

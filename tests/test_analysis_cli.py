@@ -1,0 +1,187 @@
+"""The command line: formats, compare, report, and one-line errors with exit 2 on bad input."""
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from synth import causes_trace
+
+from analysis.cli import main
+
+DATA = Path(__file__).parent / "data"
+STATIC = DATA / "h200-eager-static-bs16.sqlite"
+PIPELINED = DATA / "h200-eager-pipelined-seed-bs16.sqlite"
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_analyze_json_has_the_four_keys_and_metrics_names():
+    result = run("analyze", STATIC, "--format", "json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert set(out) == {"summary", "steps", "gaps", "streams"}
+    assert out["summary"]["window_ns"] == 180644905
+    assert out["summary"]["idle_ns_by_cause"]["sync"] == 3833536
+    assert len(out["steps"]) == 20 and out["steps"][0]["bubble_ns"] is None
+    assert out["steps"][1]["bubble_ns"] == 222302
+    assert len(out["gaps"]) == 7839
+    assert set(out["streams"]) == {"per_stream", "pairs", "checks"}
+
+
+def test_analyze_text_reads_in_ten_seconds():
+    result = run("analyze", STATIC)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0] == "h200-eager-static-bs16: device 0, 20 steps, nsys export schema 3.20.3"
+    assert "GPU busy       13.2% of a 180.64 ms window" in result.output
+    assert "bubble         189.1 µs median, 206.6 µs p90" in result.output
+    assert "idle by cause  host 94.2%  queued 3.4%  sync 2.4%" in result.output
+    assert "at most 1.022x faster" in result.output
+
+
+def test_analyze_csv_and_markdown_give_one_row_a_step():
+    csv = run("analyze", PIPELINED, "--format", "csv").output.splitlines()
+    assert len(csv) == 21 and csv[0].startswith("step,name,cpu_start")
+    md = run("analyze", PIPELINED, "--format", "md").output
+    assert md.startswith("## h200-eager-pipelined-seed-bs16")
+    assert "| bubble median | 282.9 µs |" in md
+
+
+def test_analyze_run_dir_labels_by_variant_and_plots(tmp_path):
+    shutil.copy(STATIC, tmp_path / "capture.sqlite")
+    (tmp_path / "run.json").write_text(json.dumps({"config": {"variant": "static"}}))
+    result = run("analyze", tmp_path, "--plot", tmp_path / "p.png")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("static: device 0")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_marks_noise_and_shows_profiler_overhead(tmp_path):
+    for name, src, traced in (("a", STATIC, 8.6), ("b", PIPELINED, None)):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(src, d / "capture.sqlite")
+        info = {"config": {"variant": name}, "untraced": {"ms_per_step_median": 5.9}}
+        if traced:
+            info["timing"] = {"ms_per_step": traced}
+        (d / "run.json").write_text(json.dumps(info))
+    result = run("compare", tmp_path / "a", tmp_path / "b", tmp_path / "a")
+    assert result.exit_code == 0, result.output
+    rows = {line[:29].strip(): line[29:].split("  ") for line in result.output.splitlines()}
+    assert "8.577 [8.365, 8.797]" in result.output
+    assert result.output.split()[:4] == ["a", "(a)", "#1", "b"]
+    assert rows["profiler overhead"][0].strip() == "45.8%"
+    period = [c.strip() for c in rows["GPU period ms/step [95% CI]"] if c.strip()]
+    assert period[1].endswith(" *") and period[2].endswith(" ~")
+    data = json.loads(run("compare", STATIC, PIPELINED, "--format", "json").output)
+    assert [r["label"] for r in data] == [STATIC.stem, PIPELINED.stem]
+    assert data[1]["period_ns_median_within_noise"] is False
+
+
+def test_report_writes_markdown_plots_and_summaries(tmp_path):
+    result = run("report", STATIC, PIPELINED, "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "![h200-eager-static-bs16, device 0](h200-eager-static-bs16-device0.png)" in md
+    pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert pngs == ["h200-eager-pipelined-seed-bs16-device0.png",
+                    "h200-eager-static-bs16-device0.png"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["h200-eager-static-bs16"]["0"]["busy_ns"] == 23864070
+
+
+def test_help_works_and_importing_the_cli_pulls_in_no_torch():
+    code = ("import sys; from analysis.cli import main; "
+            "assert 'torch' not in sys.modules and 'harness' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=DATA.parent.parent)
+    assert run("--help").exit_code == 0
+
+
+# Bad input: each gives one line on stderr naming the problem, exit 2, and leaves the bytes alone.
+def _bad_files(tmp: Path) -> dict:
+    files = {}
+    files["not-sqlite"] = tmp / "notes.sqlite"
+    files["not-sqlite"].write_text("step 1 took 8 ms\n")
+    files["empty"] = tmp / "empty.sqlite"
+    files["empty"].write_bytes(b"")
+    files["random"] = tmp / "random.sqlite"
+    files["random"].write_bytes(os.urandom(4096))
+    files["garbled"] = tmp / "garbled.sqlite"
+    files["garbled"].write_bytes(b"SQLite format 3\x00" + os.urandom(4096))
+    files["other-program"] = tmp / "other.sqlite"
+    con = sqlite3.connect(files["other-program"])
+    con.execute("CREATE TABLE moz_places (id INTEGER, url TEXT)")
+    con.commit()
+    con.close()
+    files["truncated"] = tmp / "truncated.sqlite"
+    files["truncated"].write_bytes(STATIC.read_bytes()[: STATIC.stat().st_size // 3])
+    for name, table in (("no-nvtx", "NVTX_EVENTS"), ("no-runtime", "CUPTI_ACTIVITY_KIND_RUNTIME")):
+        files[name] = causes_trace().write(tmp / f"{name}.sqlite", drop=(table,))
+    files["no-kernels"] = causes_trace().write(
+        tmp / "no-kernels.sqlite",
+        drop=("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "CUPTI_ACTIVITY_KIND_MEMSET"))
+    return files
+
+
+BAD_MESSAGES = {
+    "not-sqlite": "not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`",
+    "empty": "empty file; export a capture with `nsys export --type sqlite`",
+    "random": "not a SQLite file",
+    "garbled": "unreadable SQLite",
+    "other-program": "not an Nsight Systems export (no StringIds table)",
+    "truncated": "the file is damaged or truncated; export it again",
+    "no-nvtx": "no NVTX_EVENTS table: profile with `nsys profile --trace=cuda,nvtx`",
+    "no-runtime": "no CUPTI_ACTIVITY_KIND_RUNTIME table: profile with `nsys profile --trace=cuda",
+    "no-kernels": "no GPU operations (no CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY or _MEMSET table)",
+}
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analysis.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=DATA.parent.parent)
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    return _bad_files(tmp_path_factory.mktemp("bad"))
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_MESSAGES))
+def test_bad_file_gives_one_line_and_exit_2(bad_files, kind):
+    path = bad_files[kind]
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    result = run("analyze", path)
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith(f"Error: {path}: ")
+    assert BAD_MESSAGES[kind] in line
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        p.name for p in bad_files.values() if p.parent == path.parent)
+
+
+def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
+    cases = [
+        (("analyze", tmp_path), "a run directory needs capture.sqlite (no .sqlite file there)"),
+        (("analyze", tmp_path / "missing.sqlite"), "missing.sqlite: no such file or directory"),
+        (("analyze", STATIC, "--steps", "^Iteration"), "no NVTX range matches the step pattern"),
+        (("compare", STATIC, tmp_path / "nope"), "nope: no such file or directory"),
+        (("report", tmp_path / "nope", "-o", tmp_path / "out"), "no such file or directory"),
+    ]
+    for args, message in cases:
+        result = _cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1 and message in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr

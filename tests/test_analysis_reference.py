@@ -1,0 +1,87 @@
+"""METRICS.md's reference values on the two bundled H200 exports, and nsys's own projection."""
+
+import hashlib
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.loader import load_trace
+from analysis.summary import analyze
+
+DATA_DIR = Path(__file__).parent / "data"
+
+# trace: steps, window_ns, busy_ns, bubble median, (sync, host, queued), (wait, host, launch), gaps
+REFERENCE = {
+    "h200-eager-static-bs16": (20, 180644905, 23864070, 189086, (3833536, 147650730, 5296569),
+                               (191081, 98546154, 58043600), 7839),
+    "h200-eager-pipelined-seed-bs16": (20, 158190894, 23918543, 282878, (0, 129026947, 5245404),
+                                       (0, 79689655, 54582696), 7839),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(REFERENCE))
+def reference(request):
+    path = DATA_DIR / f"{request.param}.sqlite"
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    analyses = analyze(load_trace(path))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert not list(DATA_DIR.glob(f"{request.param}.sqlite-*")), "no -journal/-wal/-shm files"
+    return request.param, analyses
+
+
+def test_reference_values_come_out_exactly(reference):
+    name, analyses = reference
+    assert [a.device for a in analyses] == [0]
+    s = analyses[0].summary
+    steps, window, busy, bubble, causes, ledger, gaps = REFERENCE[name]
+    assert s["steps"] == steps
+    assert s["window_ns"] == window
+    assert s["busy_ns"] == busy
+    assert s["idle_ns"] == window - busy
+    assert s["bubble_ns_median"] == bubble
+    assert s["idle_ns_by_cause"] == dict(zip(("sync", "host", "queued"), causes, strict=True)) | {
+        "unknown": 0}
+    assert s["idle_ledger"] == dict(zip(("wait_ns", "host_ns", "launch_ns"), ledger, strict=True))
+    assert s["gaps"] == gaps
+    assert s["unattributed_ops"] == 0
+
+
+def test_gaps_ledger_and_steps_add_up_on_real_traces(reference):
+    _, (a,) = reference
+    gaps, steps, s = a.gaps, a.steps, a.summary
+    assert (gaps["wait_ns"] + gaps["host_ns"] + gaps["launch_ns"] == gaps["gap_ns"]).all()
+    assert gaps.groupby("cause")["gap_ns"].sum().sum() == s["idle_ns"]
+    assert steps["period_ns"].sum() == s["window_ns"]
+    idle = steps[["idle_wait_ns", "idle_host_ns", "idle_launch_ns"]].sum().sum()
+    assert idle == s["idle_ns"]
+    assert (steps["busy_ns"] + steps["intra_idle_ns"] == steps["span_ns"]).all()
+    assert s["sync_free_speedup"] == s["window_ns"] / (s["window_ns"]
+                                                       - s["idle_ns_by_cause"]["sync"])
+
+
+def test_two_stream_trace_streams_and_checks(reference):
+    name, (a,) = reference
+    if name == "h200-eager-static-bs16":
+        assert a.streams.to_dict("list") == {"stream": [7], "ops": [7840], "busy_ns": [23864070]}
+        assert a.pairs.empty and len(a.checks) == 19
+    else:
+        assert list(a.streams["stream"]) == [21, 25] and list(a.streams["ops"]) == [3920, 3920]
+        assert a.streams["busy_ns"].sum() == a.summary["busy_ns"]  # the streams never overlap
+        assert a.pairs["concurrent_ns"].tolist() == [0]
+        assert a.summary["check_cover_median"] == 0.0
+
+
+def test_ops_per_step_equal_nsys_projection(reference):
+    name, (a,) = reference
+    nsys = pd.read_csv(DATA_DIR / "expected" / f"{name}_nvtx_gpu_proj_trace.csv")
+    nsys = nsys[nsys["Name"].str.match(r"^Step \d+$")].copy()
+    nsys["step"] = nsys["Name"].map(lambda n: int(re.match(r"Step (\d+)", n).group(1)))
+    merged = a.steps.merge(nsys, on="step", validate="one_to_one")
+    assert len(merged) == 20
+    assert (merged["ops"] == merged["NumGPUOps"]).all()
+    assert (merged["gpu_start"] == merged["Projected Start (ns)"]).all()
+    assert (merged["span_ns"] == merged["Projected Duration (ns)"]).all()
+    assert (merged["cpu_start"] == merged["Orig Start (ns)"]).all()
+    assert (merged["cpu_ns"] == merged["Orig Duration (ns)"]).all()
