@@ -38,13 +38,13 @@ def draw_timeline(ax, a) -> None:
         o = ops[ops["stream"] == stream]
         widths_ms = (o["end"] - o["start"]).to_numpy() / 1e6
         ax.broken_barh(list(zip(rel_ms(o["start"]), widths_ms, strict=True)), (row + 0.1, 0.8),
-                       color="#2ca02c", zorder=3)
+                       color="#2ca02c", linewidth=0, zorder=3)
     gaps = a.gaps[(a.gaps["end_ns"] > lo) & (a.gaps["start_ns"] < hi)]
     for cause in CAUSES:
         g = gaps[gaps["cause"] == cause]
         if len(g):
             ax.broken_barh(list(zip(rel_ms(g["start_ns"]), g["gap_ns"] / 1e6, strict=True)),
-                           (0, len(streams)), color=CAUSE_COLORS[cause], alpha=0.35, zorder=1,
+                           (0, len(streams)), color=CAUSE_COLORS[cause], alpha=0.35, linewidth=0, zorder=1,
                            label=f"gap: {cause}")
     top = len(streams)
     ax.broken_barh(list(zip(rel_ms(chosen["cpu_start"]), chosen["cpu_ns"] / 1e6, strict=True)),
