@@ -162,6 +162,17 @@ for part in sys.argv[2].split("."):
 print("" if value is None else value)' "$@" 2>/dev/null || true
 }
 
+timing_summary() {  # RUN_JSON: "traced X ms/step, untraced Y (+Z% under nsys)" from a completed run.json
+  "$PY" -c 'import json, sys
+run = json.load(open(sys.argv[1]))
+traced = (run.get("timing") or {}).get("ms_per_step")
+untraced = (run.get("untraced") or {}).get("ms_per_step_median")
+text = f"traced {traced:.2f} ms/step" if traced is not None else "traced ms/step unknown"
+if traced is not None and untraced:
+    text += f", untraced {untraced:.2f} ({100 * (traced / untraced - 1):+.0f}% under nsys)"
+print(text)' "$@"
+}
+
 analysis_missing() {  # prints why analysis.cli cannot be imported; false when it can
   local why
   why=$("$PY" -c 'import analysis.cli' 2>&1) && return 1

@@ -125,6 +125,4 @@ else
   "$PY" -m analysis.cli analyze "$run" || die 1 "the analysis failed on $run (its message is above)"
 fi
 
-traced_ms=$(json_get "$run/run.json" timing.ms_per_step)
-untraced_ms=$(json_get "$run/run.json" untraced.ms_per_step_median)
-note "done: $run ($steps steps, $kernels kernels captured; ms/step traced ${traced_ms:-?}, untraced ${untraced_ms:-not measured})"
+note "done: $run ($steps steps, $kernels kernels captured; $(timing_summary "$run/run.json"))"
