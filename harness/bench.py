@@ -9,11 +9,10 @@ the least one step can take when it must read every weight.
 
 import statistics
 import time
-from dataclasses import replace
 
 import torch
 
-from harness.config import RunConfig, validate
+from harness.config import RunConfig, bench_configs
 from harness.instrument import no_window
 from harness.model import weight_bytes
 from harness.run import load_model, make_decoder, sync, versions
@@ -23,13 +22,8 @@ COPY_BYTES_CUDA = 1 << 30
 COPY_BYTES_CPU = 64 << 20  # keeps the CPU tests fast
 
 
-def variant_config(cfg: RunConfig, variant: str) -> RunConfig:
-    """--k belongs to check-every-k only; every other option applies to each variant as given."""
-    return validate(replace(cfg, variant=variant, k=cfg.k if variant == "check-every-k" else None))
-
-
 def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
-    configs = [variant_config(cfg, v) for v in variants]
+    configs = bench_configs(cfg, variants)
     if "kv-expandable" in variants:
         set_expandable_segments(False)  # decided per variant below, once CUDA is up
     model = load_model(cfg)

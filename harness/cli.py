@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.config import VARIANT_NAMES, ConfigError, RunConfig
+from harness.config import VARIANT_NAMES, ConfigError, RunConfig, bench_configs, validate
 
 
 class Parser(argparse.ArgumentParser):
@@ -72,20 +72,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args) -> int:
-    from harness.run import run, summary_line  # torch loads only for commands that need it
+    cfg = validate(to_config(args, args.variant))  # bad options answered before torch loads
+    from harness.run import run, summary_line
 
-    print(summary_line(run(to_config(args, args.variant))))
+    print(summary_line(run(cfg)))
     return 0
 
 
 def cmd_bench(args) -> int:
-    from harness.bench import bench, table
-
     variants = [v for v in args.variants.split(",") if v]
     if not variants:
         raise ConfigError("--variants needs at least one name")
     if args.repeats < 1:
         raise ConfigError(f"--repeats must be >= 1, got {args.repeats}")
+    bench_configs(to_config(args, variants[0]), variants)
+    from harness.bench import bench, table
+
     report = bench(to_config(args, variants[0]), variants, args.repeats)
     print(table(report))
     if args.json is not None:

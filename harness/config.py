@@ -1,6 +1,6 @@
 """The one dataclass of a run's configuration, and checks that reject meaningless combinations."""
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 VARIANT_NAMES = (
@@ -127,6 +127,12 @@ def validate(cfg: RunConfig) -> RunConfig:
     if cfg.gpu_sleep_cycles and cfg.device != "cuda":
         raise ConfigError("--gpu-sleep-cycles needs --device cuda")
     return cfg
+
+
+def bench_configs(cfg: RunConfig, variants: list[str]) -> list[RunConfig]:
+    """--k belongs to check-every-k only; every other option applies to each variant as given."""
+    return [validate(replace(cfg, variant=v, k=cfg.k if v == "check-every-k" else None))
+            for v in variants]
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:

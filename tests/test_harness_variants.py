@@ -34,6 +34,10 @@ def decode(model, variant: str, **kw) -> dict:
     return run(no_window())
 
 
+def counts(result: dict) -> tuple:
+    return result["steps_run"], result["overshoot_steps"], result["stale_flag_reads"]
+
+
 def own_step_eager(model, **kw) -> dict:
     cfg = config("kv", **kw)
     st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
@@ -81,7 +85,7 @@ def test_variant_gives_kv_tokens_and_stop_step(tiny, reference, variant):
 def test_own_gpt2_step_gives_kv_tokens(tiny, reference):
     result = own_step_eager(tiny)
     assert torch.equal(result["tokens"], reference["tokens"])
-    assert (result["steps_run"], result["overshoot_steps"], result["stale_flag_reads"]) == (10, 1, 0)
+    assert counts(result) == (10, 1, 0)
 
 
 def test_own_gpt2_step_matches_kv_for_all_new_tokens(tiny):
@@ -93,7 +97,7 @@ def test_own_gpt2_step_matches_kv_for_all_new_tokens(tiny):
 def test_deferred_check_computes_one_step_past_the_stop(tiny, variant):
     # On the CPU these run without streams, in the same order: the read is never stale.
     result = decode(tiny, variant)
-    assert (result["steps_run"], result["overshoot_steps"], result["stale_flag_reads"]) == (10, 1, 0)
+    assert counts(result) == (10, 1, 0)
 
 
 def test_check_every_k_syncs_at_the_next_multiple_of_k(tiny):
