@@ -186,7 +186,8 @@ def report(traces, out_dir, step_pattern, check_pattern, device):
             parts.append(f"![{label}, device {a.device}]({png})\n")
             summaries.setdefault(label, {})[str(a.device)] = report_mod.plain(a.summary)
         summaries[label]["trace"] = str(run.trace_path)
-    _write(lambda p: p.write_text("\n".join(parts)), out / "report.md")
+    text = "\n\n".join(part.strip() for part in parts) + "\n"
+    _write(lambda p: p.write_text(text), out / "report.md")
     _write(lambda p: p.write_text(json.dumps(summaries, indent=1)), out / "summary.json")
     click.echo(f"gapscope: wrote {out / 'report.md'}", err=True)
 

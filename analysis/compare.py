@@ -95,13 +95,14 @@ def display_rows(table: pd.DataFrame) -> list:
                                 else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
     ]
     out += [(f"idle {c} ms", [f"{r[f'idle_{c}_ns'] / 1e6:.2f}" for r in rows]) for c in CAUSES]
-    out += [
-        ("sync-free speedup", [_opt(r["sync_free_speedup"], ".3f") for r in rows]),
+    out.append(("sync-free speedup", [_opt(r["sync_free_speedup"], ".3f") for r in rows]))
+    # From run.json where the harness and profile script recorded them; left out when no run has.
+    timing = [
         ("traced ms/step (run.json)", [_opt(r["traced_ms_per_step"], ".2f") for r in rows]),
         ("untraced ms/step (run.json)", [_opt(r["untraced_ms_per_step"], ".2f") for r in rows]),
         ("profiler overhead", [_opt(r["profiler_overhead"], ".1%") for r in rows]),
     ]
-    return out
+    return out + [(name, cells) for name, cells in timing if set(cells) != {"n/a"}]
 
 
 LEGEND = ("~ within noise of the first run (95% bootstrap CI of the difference of medians "
