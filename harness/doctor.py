@@ -138,7 +138,16 @@ def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
         out = Path(tmp) / "probe"
         profile = [nsys, "profile", *flags, "-o", str(out), sys.executable, "-c", PROBE]
-        ran = subprocess.run(profile, capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        try:
+            ran = subprocess.run(profile, capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return check(
+                "FAIL",
+                "capture",
+                f"nsys profile took over {CAPTURE_TIMEOUT_S} s",
+                "run the printed flags by hand: `nsys profile --sample=none "
+                "--cpuctxsw=none` on a short CUDA program",
+            )
         said = (ran.stdout + ran.stderr).strip().splitlines()[-1:] or ["no output"]
         rep, qdstrm, db = (out.with_suffix(s) for s in (".nsys-rep", ".qdstrm", ".sqlite"))
         if not rep.exists() and qdstrm.exists():

@@ -173,6 +173,13 @@ if traced is not None and untraced:
 print(text)' "$@"
 }
 
+last_message() {  # LOG: the last line the program (not nsys' own progress) printed into LOG
+  local line
+  line=$(grep -vE '^[[:space:]]*$|^[[:space:]]+/|^(Generated|Generating|Collecting data|Capture range|Processing|\[[0-9]+/[0-9]+\])' "$1" | tail -n 1) || true
+  [ -n "$line" ] || line=$(grep -v '^[[:space:]]*$' "$1" | tail -n 1) || true
+  printf '%s\n' "${line:-(nothing)}"
+}
+
 analysis_missing() {  # prints why analysis.cli cannot be imported; false when it can
   local why
   why=$("$PY" -c 'import analysis.cli' 2>&1) && return 1

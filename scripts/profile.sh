@@ -81,9 +81,8 @@ note "capturing: ${cmd[*]}"
 rc=0
 "${cmd[@]}" 2>&1 | tee "$run/nsys.log" || rc=${PIPESTATUS[0]}
 
-last_line() { grep -v '^[[:space:]]*$' "$run/nsys.log" | tail -n 1; }
 # nsys exits with the status of the program it ran.
-[ "$rc" = 0 ] || die "$rc" "the run under nsys failed with exit code $rc: $(last_line) (all of it in $run/nsys.log)"
+[ "$rc" = 0 ] || die "$rc" "the run under nsys failed with exit code $rc: $(last_message "$run/nsys.log") (all of it in $run/nsys.log)"
 
 steps_run=$(json_get "$run/run.json" result.steps_run)
 rep=$run/capture.nsys-rep
@@ -97,7 +96,7 @@ sqlite=$run/capture.sqlite
 rc=0
 "$nsys" export --type sqlite -o "$sqlite" "$rep" 2>&1 | tee -a "$run/nsys.log" || rc=${PIPESTATUS[0]}
 { [ "$rc" = 0 ] && [ -f "$sqlite" ]; } ||
-  die 1 "nsys $nsys_ver could not export $rep to SQLite (exit $rc): $(last_line). The .nsys-rep is kept: export it with the nsys that captured it, \`scripts/export.sh $rep\`"
+  die 1 "nsys $nsys_ver could not export $rep to SQLite (exit $rc): $(last_message "$run/nsys.log"). The .nsys-rep is kept: export it with the nsys that captured it, \`scripts/export.sh $rep\`"
 
 contents=$(capture_contents "$sqlite") || die 1 "cannot read $sqlite as an nsys SQLite export"
 read -r steps kernels <<<"$contents"

@@ -496,9 +496,14 @@ DOCTOR_WITHOUT_TORCH = (
 )
 
 
+def with_root_on_path(env: dict) -> str:
+    """This checkout first; the rest kept (on the H200 the carried wheels are on PYTHONPATH)."""
+    return os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+
+
 def run_doctor(env: dict, cwd: Path) -> subprocess.CompletedProcess:
     """doctor with torch made unimportable, as on a laptop that only analyses traces."""
-    env = env | {"PYTHONPATH": str(ROOT)}
+    env = env | {"PYTHONPATH": with_root_on_path(env)}
     return subprocess.run(
         [PY, "-c", DOCTOR_WITHOUT_TORCH], env=env, cwd=cwd, capture_output=True, text=True
     )
@@ -555,7 +560,8 @@ def real_nsys_env(tmp: Path) -> dict:
 
 @pytest.mark.gpu
 def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
-    env = real_nsys_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    env = real_nsys_env(tmp_path)
+    env["PYTHONPATH"] = with_root_on_path(env)
     result = subprocess.run(
         [PY, "-m", "harness.doctor", "--traces-dir", str(tmp_path)],
         env=env,
