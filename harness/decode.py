@@ -118,8 +118,10 @@ def deferred_loop(st: dict, step, window: ProfilerWindow, streams: list, wait_ev
     n = st["new_tokens"]
     reset_state(st)
     cuda = streams[0] is not None
-    slots = [torch.zeros(1, dtype=torch.bool, pin_memory=cuda) for _ in range(2)]
-    events = [torch.cuda.Event() if cuda else None for _ in range(2)]
+    if "slots" not in st:  # made once: a pinned allocation is no part of a step
+        st["slots"] = [torch.zeros(1, dtype=torch.bool, pin_memory=cuda) for _ in range(2)]
+        st["events"] = [torch.cuda.Event() if cuda else None for _ in range(2)]
+    slots, events = st["slots"], st["events"]
     main = torch.cuda.current_stream() if cuda else None
     for s in _distinct(streams):
         s.wait_stream(main)  # reset_state's writes come first

@@ -1,0 +1,105 @@
+"""The NVTX ranges the analysis keys on, their nesting, and the profiler window's edges."""
+
+import pytest
+import torch
+
+from harness import instrument
+from harness.config import RunConfig, validate
+from harness.instrument import ProfilerWindow, close_window, window_step
+from harness.model import build_model
+from harness.run import make_decoder
+
+
+@pytest.fixture
+def ranges(monkeypatch):
+    """Records pushes as names and pops as ')'."""
+    seen = []
+    monkeypatch.setattr(instrument.nvtx, "push_range", lambda message, color: seen.append(message))
+    monkeypatch.setattr(instrument.nvtx, "pop_range", lambda: seen.append(")"))
+    return seen
+
+
+def run_variant(variant: str, **kw) -> None:
+    cfg = validate(RunConfig(variant=variant, model="tiny", batch=2, new_tokens=3, device="cpu",
+                             stop="fixed:2", **kw))
+    make_decoder(build_model("tiny", "fp32", "cpu", 0), cfg)(instrument.no_window())
+
+
+def test_kv_checks_inside_every_step(ranges):
+    run_variant("kv")  # stops after step 2
+    assert ranges == ["Step 1", "Model Forward", ")", "Check Stop Condition", ")", ")",
+                      "Step 2", "Model Forward", ")", "Check Stop Condition", ")", ")"]
+
+
+def test_pipelined_checks_the_previous_step_from_step_2(ranges):
+    run_variant("pipelined")  # step 3 is the overshoot that reads step 2's flag
+    assert ranges == ["Step 1", "Model Forward", ")", ")",
+                      "Step 2", "Model Forward", ")", "Check Stop Condition", ")", ")",
+                      "Step 3", "Model Forward", ")", "Check Stop Condition", ")", ")"]
+
+
+def test_nocheck_has_no_check_range(ranges):
+    run_variant("nocheck")
+    assert ranges == ["Step 1", "Model Forward", ")", ")", "Step 2", "Model Forward", ")", ")",
+                      "Step 3", "Model Forward", ")", ")"]
+
+
+def test_check_every_k_checks_only_on_multiples_of_k(ranges):
+    run_variant("check-every-k", k=2)
+    assert [r for r in ranges if r.startswith(("Step", "Check"))] == [
+        "Step 1", "Step 2", "Check Stop Condition"]
+
+
+def test_window_marks_its_edges_and_starts_the_profiler_only_on_cuda(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: calls.append("cudart"))
+    window = ProfilerWindow(1, 3, active=True)
+    for i in range(1, 5):
+        with window_step(window, i):
+            if i == 1:
+                assert "start" not in window.marks_ns
+            if i == 2:
+                assert "start" in window.marks_ns and "stop" not in window.marks_ns
+    assert window.marks_ns["start"] < window.marks_ns["stop"]
+    assert calls == []
+
+
+def test_window_calls_profiler_start_before_step_start_plus_1_and_stop_after_stop(monkeypatch):
+    calls = []
+
+    class Cudart:
+        def cudaProfilerStart(self):
+            calls.append("start")
+
+        def cudaProfilerStop(self):
+            calls.append("stop")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", Cudart)
+    window = ProfilerWindow(2, 4, active=True)
+    for i in range(1, 6):
+        with window_step(window, i):
+            calls.append(i)
+    assert calls == [1, 2, "start", 3, 4, "stop", 5]
+
+
+def test_a_run_that_ends_inside_the_window_closes_it(monkeypatch):
+    calls = []
+
+    class Cudart:
+        def cudaProfilerStart(self):
+            calls.append("start")
+
+        def cudaProfilerStop(self):
+            calls.append("stop")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", Cudart)
+    window = ProfilerWindow(1, 10, active=True)
+    for i in range(1, 4):
+        with window_step(window, i):
+            pass
+    close_window(window, 3)
+    assert calls == ["start", "stop"]
+    assert "stop" in window.marks_ns
