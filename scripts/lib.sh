@@ -37,13 +37,17 @@ find_nsys() {  # prints the nsys to use; says on stderr which one and why
     printf '%s\n' "$NSYS"
     return 0
   fi
-  local candidates=() place best="" best_version="" version found=0
+  local candidates=() place best="" best_version="" version found=0 seen=" "
   mapfile -t candidates < <(type -ap nsys)
+  # Unquoted on purpose: each place is a glob.
   for place in $NSYS_PLACES; do
-    [ -x "$place" ] && candidates+=("$place")
+    if [ -x "$place" ]; then candidates+=("$place"); fi
   done
   # Newest wins; on a tie the earlier place (PATH before install places) is kept.
   for place in "${candidates[@]}"; do
+    # /usr/local/cuda is often a link to /usr/local/cuda-X.Y: count one nsys once.
+    [[ $seen != *" $(readlink -f "$place") "* ]] || continue
+    seen+="$(readlink -f "$place") "
     version=$(nsys_version "$place") || { note "skipping $place: \`nsys --version\` failed"; continue; }
     found=$((found + 1))
     if [ -z "$best" ] || ! version_ge "$best_version" "$version"; then

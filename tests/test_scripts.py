@@ -281,6 +281,14 @@ def test_find_nsys_prefers_path_to_an_install_place_on_a_tie(tmp_path):
     assert lib_sh(env, "find_nsys", cwd=tmp_path).stdout == f"{on_path}\n"
 
 
+def test_find_nsys_counts_an_nsys_reached_through_a_link_once(tmp_path):
+    (tmp_path / "cuda").symlink_to(FAKE_DIR)
+    env = make_env(tmp_path, PATH=f"{tmp_path / 'cuda'}:{FAKE_DIR}:{path_without_nsys()}")
+    result = lib_sh(env, "find_nsys", cwd=tmp_path)
+    assert result.stdout == f"{tmp_path / 'cuda'}/nsys\n"
+    assert "(newest of 1 found)" in result.stderr
+
+
 def test_find_nsys_uses_nsys_env_even_when_older(tmp_path):
     chosen = fake_nsys_at(tmp_path / "chosen", "2024.2.3.38")
     env = make_env(tmp_path, NSYS=str(chosen))
