@@ -566,6 +566,9 @@ def real_nsys_env(tmp: Path) -> dict:
     return env
 
 
+GRAPH_KERNELS_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"
+
+
 @pytest.mark.gpu
 def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
     env = real_nsys_env(tmp_path)
@@ -584,10 +587,11 @@ def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
 
 
 @pytest.mark.gpu
-def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path):
+@pytest.mark.parametrize("variant", ["static", "graphed"])
+def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant):
     env = real_nsys_env(tmp_path) | {"GAPSCOPE_UNTRACED_REPEATS": "1"}
     args = ["--model", "tiny", "--batch", "2", "--new-tokens", "8", "--window", "2:4"]
-    result = run_script("profile.sh", env, "static", *args, cwd=tmp_path)
+    result = run_script("profile.sh", env, variant, *args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp_path)
     with sqlite3.connect(run / "capture.sqlite") as con:
@@ -596,8 +600,11 @@ def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path):
             "LEFT JOIN StringIds AS s ON s.id = e.textId "
             "WHERE coalesce(e.text, s.value) LIKE 'Step %' ORDER BY e.start"
         ).fetchall()
+        graph_kernels = con.execute(GRAPH_KERNELS_SQL).fetchone()[0]
     assert steps == [("Step 3",), ("Step 4",)]
+    # --cuda-graph-trace=node: a replayed graph's kernels are rows of their own, with their node.
+    assert (graph_kernels > 0) == (variant == "graphed")
     record = json.loads((run / "run.json").read_text())
     version = lib_sh(env, f'nsys_version "{record["nsys"]["path"]}"', cwd=tmp_path).stdout.strip()
     assert record["nsys"]["version"] == version
-    assert record["untraced"]["variant"] == "static"
+    assert record["untraced"]["variant"] == variant
