@@ -16,7 +16,7 @@ from harness.config import RunConfig, bench_configs
 from harness.instrument import no_window
 from harness.model import weight_bytes
 from harness.run import load_model, make_decoder, sync, versions
-from harness.variants import expandable_segments_in_use, set_expandable_segments
+from harness.variants import expandable_share, set_expandable_segments
 
 COPY_BYTES_CUDA = 1 << 30
 COPY_BYTES_CPU = 64 << 20  # keeps the CPU tests fast
@@ -90,7 +90,7 @@ def bench_variant(model, cfg: RunConfig, repeats: int, copy_rate: float) -> dict
         "weight_bytes": w,
         "weight_floor_ms_per_step": floor_ms,
         "weight_floor_pct": 100 * floor_ms / step_ms[1],
-        "expandable_segments": expandable_segments_in_use(),
+        "expandable_segment_share": expandable_share(),
     }
 
 

@@ -15,7 +15,7 @@ from harness.decode import new_state
 from harness.instrument import ProfilerWindow, no_window
 from harness.model import build_model
 from harness.stops import stop_steps
-from harness.variants import VARIANTS, expandable_segments_in_use, set_expandable_segments
+from harness.variants import VARIANTS, expandable_share, set_expandable_segments
 
 
 def check_device(cfg: RunConfig) -> None:
@@ -85,7 +85,7 @@ def summarise(result: dict, cfg: RunConfig) -> dict:
         "stop_step": result["stop_step"],
         "overshoot_steps": result["overshoot_steps"],
         "stale_flag_reads": result["stale_flag_reads"],
-        "expandable_segments": expandable_segments_in_use(),
+        "expandable_segment_share": expandable_share(),
     }
 
 

@@ -197,8 +197,15 @@ def set_expandable_segments(on: bool) -> None:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = value
 
 
-def expandable_segments_in_use() -> bool | None:
-    """Whether any live CUDA segment is expandable (what took effect); None off CUDA."""
+def expandable_share() -> float | None:
+    """Share of reserved CUDA bytes in expandable segments: what took effect (None off CUDA).
+
+    1.0 when the setting was in place before CUDA started; below 1 when it was switched on later
+    (the weights' segments predate it); 0.0 when off.
+    """
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return None
-    return any(seg.get("is_expandable", False) for seg in torch.cuda.memory_snapshot())
+    segments = torch.cuda.memory_snapshot()
+    total = sum(seg["total_size"] for seg in segments)
+    expandable = sum(seg["total_size"] for seg in segments if seg.get("is_expandable", False))
+    return expandable / total if total else None

@@ -126,8 +126,8 @@ def harness_run(tmp_path: Path, variant: str) -> dict:
 
 
 def test_kv_expandable_sets_the_allocator_before_cuda_starts(tmp_path):
-    assert harness_run(tmp_path, "kv-expandable")["result"]["expandable_segments"] is True
-    assert harness_run(tmp_path, "kv")["result"]["expandable_segments"] is False
+    assert harness_run(tmp_path, "kv-expandable")["result"]["expandable_segment_share"] == 1.0
+    assert harness_run(tmp_path, "kv")["result"]["expandable_segment_share"] == 0.0
 
 
 def test_graphed_run_json_on_the_gpu(tmp_path):

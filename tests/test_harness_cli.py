@@ -121,7 +121,7 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
                                        "driver", "gpu"}
     assert record["result"] == {"tokens_generated": 21, "steps_run": 8, "stop_step": 7,
                                 "overshoot_steps": 1, "stale_flag_reads": 0,
-                                "expandable_segments": None}
+                                "expandable_segment_share": None}
     assert set(record["timing"]) == {"wall_ms", "window_steps", "window_ms", "ms_per_step"}
     assert record["timing"]["window_steps"] == 3
     assert 0 < record["timing"]["window_ms"] < record["timing"]["wall_ms"]
@@ -144,7 +144,7 @@ def test_bench_writes_json_and_a_table(tmp_path):
         "variant", "steps", "ms_per_run_median", "ms_per_run_p10", "ms_per_run_p90",
         "ms_per_step_median", "ms_per_step_p10", "ms_per_step_p90", "tokens_per_s",
         "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation", "weight_bytes",
-        "weight_floor_ms_per_step", "weight_floor_pct", "expandable_segments"}
+        "weight_floor_ms_per_step", "weight_floor_pct", "expandable_segment_share"}
     assert (kv["variant"], kv["steps"], every4["steps"]) == ("kv", 6, 8)
     assert kv["peak_allocated_bytes"] is None and kv["fragmentation"] is None
     # tiny: wte 50257x64 + wpe 1024x64 + 2 blocks of 49,984 + ln_f 128, fp32
