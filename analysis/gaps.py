@@ -16,44 +16,40 @@ import pandas as pd
 from analysis.intervals import Coverage
 
 CAUSES = ("sync", "host", "queued", "unknown")
+SYNC, HOST, QUEUED, UNKNOWN = range(len(CAUSES))
 
 
-def find_gaps(ops: pd.DataFrame, window: tuple) -> pd.DataFrame:
-    """Maximal idle intervals of the device inside the window, with the op that ends each."""
+def find_gaps(ops: pd.DataFrame, window: tuple) -> dict:
+    """Maximal idle intervals of the device inside the window, with the op that ends each,
+    as columns (numpy arrays)."""
     order = np.lexsort((ops["corr"].to_numpy(), ops["start"].to_numpy()))
     s = ops["start"].to_numpy()[order]
-    e = ops["end"].to_numpy()[order]
-    reach = np.maximum.accumulate(e)
+    reach = np.maximum.accumulate(ops["end"].to_numpy()[order])
     first = np.zeros(len(s), dtype=bool)
     first[1:] = s[1:] > reach[:-1]
     nxt = np.flatnonzero(first)  # sorted position of the first op after each hole
     a, b = reach[nxt - 1], s[nxt]
     inside = (a >= window[0]) & (b <= window[1])
-    nxt, a, b = nxt[inside], a[inside], b[inside]
-    n = ops.iloc[order[nxt]]
-    return pd.DataFrame({
-        "start_ns": a,
-        "end_ns": b,
-        "gap_ns": b - a,
-        "next_stream": n["stream"].to_numpy(),
-        "next_corr": n["corr"].to_numpy(),
-        "next_kind": n["kind"].to_numpy(),
-        "next_name_id": n["name_id"].to_numpy(),
-        "launch_start_ns": n["call_start"].to_numpy(),
-        "tid": n["tid"].to_numpy(),
-    })
+    a, b = a[inside], b[inside]
+    n = order[nxt[inside]]
+    gaps = {"start_ns": a, "end_ns": b, "gap_ns": b - a}
+    for col, name in NEXT_OP_COLUMNS.items():
+        gaps[name] = ops[col].to_numpy()[n]
+    return gaps
 
 
-def split_gaps(gaps: pd.DataFrame, blocking: pd.DataFrame) -> pd.DataFrame:
-    """Adds wait_ns, launch_ns, host_ns (summing to gap_ns) and cause."""
-    a = gaps["start_ns"].to_numpy()
-    b = gaps["end_ns"].to_numpy()
-    tid = gaps["tid"].to_numpy()
-    launch = gaps["launch_start_ns"].to_numpy()
+NEXT_OP_COLUMNS = {"stream": "next_stream", "corr": "next_corr", "kind": "next_kind",
+                   "name_id": "next_name_id", "call_start": "launch_start_ns", "tid": "tid"}
+
+
+def split_gaps(gaps: dict, blocking: pd.DataFrame) -> dict:
+    """Adds wait_ns, launch_ns, host_ns (summing to gap_ns) and cause (codes into CAUSES)."""
+    a, b = gaps["start_ns"], gaps["end_ns"]
+    tid, launch = gaps["tid"], gaps["launch_start_ns"]
     known = launch >= 0
     from_launch = np.clip(np.maximum(a, launch), a, b)
-    wait = np.zeros(len(gaps), np.int64)
-    wait_in_launch = np.zeros(len(gaps), np.int64)
+    wait = np.zeros(len(a), np.int64)
+    wait_in_launch = np.zeros(len(a), np.int64)
     for thread, group in blocking.groupby("tid", sort=False):
         rows = np.flatnonzero(known & (tid == thread))
         if len(rows) == 0:
@@ -62,13 +58,13 @@ def split_gaps(gaps: pd.DataFrame, blocking: pd.DataFrame) -> pd.DataFrame:
         wait[rows] = cover.covered(a[rows], b[rows])
         wait_in_launch[rows] = cover.covered(from_launch[rows], b[rows])
     launch_ns = np.where(known, (b - from_launch) - wait_in_launch, 0)
-    out = gaps.copy()
-    out["wait_ns"] = wait
-    out["launch_ns"] = launch_ns
-    out["host_ns"] = out["gap_ns"].to_numpy() - wait - launch_ns
-    cause = np.where(wait > 0, "sync", np.where(launch >= a, "host", "queued"))
-    out["cause"] = np.where(known, cause, "unknown")
-    return out
+    cause = np.where(wait > 0, SYNC, np.where(launch >= a, HOST, QUEUED))
+    return gaps | {
+        "wait_ns": wait,
+        "launch_ns": launch_ns,
+        "host_ns": gaps["gap_ns"] - wait - launch_ns,
+        "cause": np.where(known, cause, UNKNOWN).astype(np.int8),
+    }
 
 
 def gaps_by_step(gaps: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
@@ -76,4 +72,4 @@ def gaps_by_step(gaps: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     step's gpu_end (an op ends there), so the periods split the gaps without cutting any."""
     ends = steps["gpu_end"].to_numpy(dtype=np.float64, na_value=-np.inf)
     boundary = np.maximum.accumulate(ends)
-    return np.searchsorted(boundary, gaps["end_ns"].to_numpy(), side="left")
+    return np.searchsorted(boundary, gaps["end_ns"], side="left")

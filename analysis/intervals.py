@@ -30,15 +30,17 @@ def union_ns(start: np.ndarray, end: np.ndarray) -> int:
 
 def union_ns_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
     """Length of the union of each group's intervals, indexed by group."""
-    df = pd.DataFrame({"g": group, "s": start, "e": end}).sort_values(["g", "s"], kind="stable")
-    reach = df.groupby("g", sort=False)["e"].cummax()
-    prev_reach = reach.groupby(df["g"], sort=False).shift(1)
-    first = prev_reach.isna().to_numpy() | (df["s"].to_numpy() > prev_reach.to_numpy())
-    seg = np.cumsum(first)
-    segs = pd.DataFrame({"g": df["g"].to_numpy(), "seg": seg, "s": df["s"].to_numpy(),
-                         "e": reach.to_numpy()})
-    per_seg = segs.groupby("seg").agg(g=("g", "first"), s=("s", "min"), e=("e", "max"))
-    return (per_seg["e"] - per_seg["s"]).groupby(per_seg["g"]).sum()
+    order = np.lexsort((start, group))
+    g, s, e = group[order], start[order], end[order]
+    if len(g) == 0:
+        return pd.Series(dtype=np.int64)
+    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()
+    # A segment begins with each group, and where an interval starts after its group's reach.
+    first = np.ones(len(g), dtype=bool)
+    first[1:] = (g[1:] != g[:-1]) | (s[1:] > reach[:-1])
+    idx = np.flatnonzero(first)
+    last = np.append(idx[1:] - 1, len(g) - 1)
+    return pd.Series(reach[last] - s[idx]).groupby(g[idx]).sum()
 
 
 class Coverage:

@@ -44,8 +44,8 @@ def draw_timeline(ax, a) -> None:
         g = gaps[gaps["cause"] == cause]
         if len(g):
             ax.broken_barh(list(zip(rel_ms(g["start_ns"]), g["gap_ns"] / 1e6, strict=True)),
-                           (0, len(streams)), color=CAUSE_COLORS[cause], alpha=0.35, linewidth=0, zorder=1,
-                           label=f"gap: {cause}")
+                           (0, len(streams)), color=CAUSE_COLORS[cause], alpha=0.35,
+                           linewidth=0, zorder=1, label=f"gap: {cause}")
     top = len(streams)
     ax.broken_barh(list(zip(rel_ms(chosen["cpu_start"]), chosen["cpu_ns"] / 1e6, strict=True)),
                    (top + 0.15, 0.7), color="#bbbbbb", edgecolor="black")

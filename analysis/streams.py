@@ -23,7 +23,7 @@ def _stream_segments(ops: pd.DataFrame, window: tuple) -> dict:
 
 def concurrent_ns(segments: list) -> int:
     """Time during which two or more of the given disjoint-per-stream unions overlap."""
-    if not segments:
+    if len(segments) < 2:
         return 0
     starts = np.concatenate([s for s, _ in segments])
     ends = np.concatenate([e for _, e in segments])

@@ -71,9 +71,14 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
             raise TraceError(f"--device {options.device}: the steps ran on devices {devices}")
         devices = [options.device]
     return [
-        analyze_device(d, ops[ops["device"] == d].reset_index(drop=True), steps, checks, trace)
+        analyze_device(d, _device_ops(ops, d), steps, checks, trace)
         for d in devices
     ]
+
+
+def _device_ops(ops: pd.DataFrame, device: int) -> pd.DataFrame:
+    mine = ops["device"].to_numpy() == device
+    return ops if mine.all() else ops[mine].reset_index(drop=True)
 
 
 def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: pd.DataFrame,
@@ -82,10 +87,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     table = step_table(steps, ops, busy)
     table = table[table["op_records"] > 0].reset_index(drop=True)
     window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
-    gaps = split_gaps(find_gaps(ops, window), trace.blocking)
-    gaps.insert(0, "step", table["step"].to_numpy()[gaps_by_step(gaps, table)])
-    gaps["next_op"] = _op_names(gaps, trace.strings)
-    gaps = gaps.drop(columns=["next_kind", "next_name_id"])
+    gaps = gap_table(split_gaps(find_gaps(ops, window), trace.blocking), table, trace.strings)
     _add_idle_by_step(table, gaps)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
@@ -94,12 +96,20 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops)
 
 
-def _op_names(gaps: pd.DataFrame, strings: dict) -> np.ndarray:
+def gap_table(gaps: dict, table: pd.DataFrame, strings: dict) -> pd.DataFrame:
+    """The gaps as a DataFrame: the step each falls in, the cause by name, the next op's name."""
+    out = {"step": table["step"].to_numpy()[gaps_by_step(gaps, table)]}
+    out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
+    out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
+    out["next_op"] = _op_names(gaps["next_kind"], gaps["next_name_id"], strings)
+    return pd.DataFrame(out)
+
+
+def _op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray:
     """Kernel names (memcpy/memset by kind), looked up once per distinct name."""
-    key = np.where(gaps["next_kind"] == 0, gaps["next_name_id"], -1 - gaps["next_kind"])
-    uniq, inverse = np.unique(key, return_inverse=True)
-    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in uniq]
-    return np.array(names, dtype=object)[inverse]
+    codes, keys = pd.factorize(np.where(kind == 0, name_id, -1 - kind))
+    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in keys]
+    return np.array(names, dtype=object)[codes]
 
 
 def _add_idle_by_step(table: pd.DataFrame, gaps: pd.DataFrame) -> None:
@@ -119,7 +129,9 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
               concurrent: int, cover: pd.DataFrame, ops: pd.DataFrame) -> dict:
     window_ns = window[1] - window[0]
     idle_ns = window_ns - busy_ns
-    by_cause = {c: int(gaps.loc[gaps["cause"] == c, "gap_ns"].sum()) for c in CAUSES}
+    codes = gaps["cause"].cat.codes.to_numpy()
+    gap_ns = gaps["gap_ns"].to_numpy()
+    by_cause = {c: int(gap_ns[codes == i].sum()) for i, c in enumerate(CAUSES)}
     ledger = {part: int(gaps[part].sum()) for part in LEDGER}
     _check(int(gaps["gap_ns"].sum()) == idle_ns, "gaps do not add up to the idle time")
     _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")

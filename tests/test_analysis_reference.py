@@ -52,7 +52,7 @@ def test_gaps_ledger_and_steps_add_up_on_real_traces(reference):
     _, (a,) = reference
     gaps, steps, s = a.gaps, a.steps, a.summary
     assert (gaps["wait_ns"] + gaps["host_ns"] + gaps["launch_ns"] == gaps["gap_ns"]).all()
-    assert gaps.groupby("cause")["gap_ns"].sum().sum() == s["idle_ns"]
+    assert gaps.groupby("cause", observed=True)["gap_ns"].sum().sum() == s["idle_ns"]
     assert steps["period_ns"].sum() == s["window_ns"]
     idle = steps[["idle_wait_ns", "idle_host_ns", "idle_launch_ns"]].sum().sum()
     assert idle == s["idle_ns"]
