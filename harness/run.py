@@ -14,7 +14,7 @@ from harness.config import ConfigError, RunConfig, profile_window, validate
 from harness.decode import new_state
 from harness.instrument import ProfilerWindow, no_window
 from harness.model import build_model
-from harness.stops import stop_steps
+from harness.stops import expected_stop_step, stop_steps
 from harness.variants import VARIANTS, expandable_share, set_expandable_segments
 
 
@@ -83,6 +83,9 @@ def summarise(result: dict, cfg: RunConfig) -> dict:
         "tokens_generated": cfg.batch * returned,  # B x returned steps (EOS padding included)
         "steps_run": result["steps_run"],
         "stop_step": result["stop_step"],
+        # From the schedule alone: differs from stop_step only if the model emitted EOS itself.
+        "scheduled_stop_step": expected_stop_step(
+            stop_steps(cfg.stop, cfg.batch, cfg.new_tokens, cfg.stop_seed), cfg.new_tokens),
         "overshoot_steps": result["overshoot_steps"],
         "stale_flag_reads": result["stale_flag_reads"],
         "expandable_segment_share": expandable_share(),

@@ -120,7 +120,8 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert set(record["versions"]) == {"python", "torch", "torch_cuda", "transformers", "nvtx",
                                        "driver", "gpu"}
     assert record["result"] == {"tokens_generated": 21, "steps_run": 8, "stop_step": 7,
-                                "overshoot_steps": 1, "stale_flag_reads": 0,
+                                "scheduled_stop_step": 7, "overshoot_steps": 1,
+                                "stale_flag_reads": 0,
                                 "expandable_segment_share": None}
     assert set(record["timing"]) == {"wall_ms", "window_steps", "window_ms", "ms_per_step"}
     assert record["timing"]["window_steps"] == 3
