@@ -133,8 +133,10 @@ def _schema_version(con: sqlite3.Connection, tables: set) -> str:
 # Lazy exports leave out empty tables, so the union is built from the tables that exist.
 # `what` is the kernel's name id, or -kind for a memcpy or memset (names are ids >= 0).
 OP_SELECT_SQL = """
-SELECT start, end, deviceId, streamId, correlationId, globalPid, {what} AS what FROM {table}
+SELECT start, end, deviceId, streamId, correlationId, {pid} AS globalPid, {what} AS what
+FROM {table}
 """
+OP_COUNT_SQL = "SELECT count(*) FROM {table}"
 
 # Each op with its launch call: same correlationId, same process (correlation ids are per process;
 # exports without globalPid on ops match on the id alone). SQLite indexes the join by itself.
@@ -165,11 +167,22 @@ def _int_frame(rows: list, columns: list) -> pd.DataFrame:
 
 def read_ops(con: sqlite3.Connection, kinds: list) -> pd.DataFrame:
     parts = [
-        OP_SELECT_SQL.format(table=OP_TABLES[k], what="shortName" if k == KERNEL else -k)
+        OP_SELECT_SQL.format(
+            table=OP_TABLES[k], what="shortName" if k == KERNEL else -k,
+            # Older schemas have no globalPid on ops: match on the correlation id alone.
+            pid="globalPid" if "globalPid" in _columns(con, OP_TABLES[k]) else "NULL",
+        )
         for k in kinds
     ]
     sql = OPS_SQL.format(ops=" UNION ALL ".join(parts), pid_mask=PID_MASK)
     raw = _int_frame(con.execute(sql).fetchall(), OP_COLUMNS)
+    expected = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0]
+                   for k in kinds)
+    if len(raw) > expected:
+        # An id shared by two API calls of one process would repeat the op: keep the first call.
+        ident = ["start", "end", "device_stream", "corr", "what"]
+        raw = raw.sort_values("call_start", kind="stable").drop_duplicates(ident)
+        raw = raw.sort_index().reset_index(drop=True)
     what = raw["what"].to_numpy()
     device_stream = raw["device_stream"].to_numpy()
     return pd.DataFrame({

@@ -37,6 +37,17 @@ def test_analyze_json_has_the_four_keys_and_metrics_names():
     assert set(out["streams"]) == {"per_stream", "pairs", "checks"}
 
 
+def test_analyze_json_with_several_devices_has_one_object_each(tmp_path):
+    t = causes_trace()
+    t.launch(20, 25, 30, 90, device=1)
+    result = run("analyze", t.write(tmp_path / "t.sqlite"), "--format", "json")
+    out = json.loads(result.output)
+    assert set(out) == {"devices"} and set(out["devices"]) == {"0", "1"}
+    assert set(out["devices"]["1"]) == {"summary", "steps", "gaps", "streams"}
+    assert out["devices"]["1"]["summary"]["window_ns"] == 60
+    assert out["devices"]["0"]["summary"]["window_ns"] == 130
+
+
 def test_analyze_text_reads_in_ten_seconds():
     result = run("analyze", STATIC)
     assert result.exit_code == 0

@@ -1,5 +1,7 @@
 """Hand-worked answers on tiny synthetic exports (tests/synth.py draws each one)."""
 
+import sqlite3
+
 import pytest
 from synth import PID, TID, Synth, causes_trace
 
@@ -226,3 +228,26 @@ def test_a_step_pattern_matching_nothing_names_the_pattern(tmp_path):
         analyse(tmp_path, causes_trace(), step_pattern="^Iter")
     with pytest.raises(TraceError, match="not a valid regular expression"):
         analyse(tmp_path, causes_trace(), name="u.sqlite", step_pattern="(")
+
+
+def test_an_op_whose_id_two_calls_share_is_counted_once(tmp_path):
+    t = Synth()
+    t.range("Step 1", 0, 100)
+    t.call("cudaLaunchKernel_v7000", 10, 20, corr=5)
+    t.call("cuLaunchKernel", 12, 18, corr=5)  # the driver call under the runtime one
+    t.op(5, 30, 40)
+    t.launch(50, 52, 60, 70)
+    (a,) = analyse(tmp_path, t)
+    assert (a.steps["ops"][0], a.steps["op_records"][0]) == (2, 2)
+    assert list(a.gaps["launch_start_ns"]) == [50]
+
+
+def test_exports_without_global_pid_on_ops_match_by_correlation_id(tmp_path):
+    t = causes_trace()
+    path = t.write(tmp_path / "t.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN globalPid")
+    con.commit()
+    con.close()
+    (a,) = analyze(load_trace(path))
+    assert a.summary["idle_ns_by_cause"] == {"sync": 35, "host": 32, "queued": 5, "unknown": 5}
