@@ -1,4 +1,4 @@
-"""Interval arithmetic on numpy arrays of ns timestamps: unions, holes, covered time.
+"""Interval arithmetic on numpy arrays of ns timestamps: unions and covered time.
 
 Everything is vectorised (sorts, running maxima, searchsorted); nothing loops over intervals.
 Intervals are half-open [start, end); intervals that touch merge (no zero-length holes).
@@ -66,11 +66,6 @@ class Coverage:
         a = np.asarray(a, dtype=np.int64)
         b = np.maximum(np.asarray(b, dtype=np.int64), a)
         return self.covered_before(b) - self.covered_before(a)
-
-
-def holes(seg_start: np.ndarray, seg_end: np.ndarray) -> tuple:
-    """The holes between sorted disjoint segments: (hole_start, hole_end, index of next segment)."""
-    return seg_end[:-1], seg_start[1:], np.arange(1, len(seg_start))
 
 
 def clip(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple:
