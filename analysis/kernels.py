@@ -1,0 +1,65 @@
+"""Where a step's GPU time goes, by kernel class, and what bandwidth each class achieves.
+
+The trace gives each op's time; it does not give bytes. The bytes come from the harness, which
+knows the model: `bytes_per_step` maps a class to the bytes it must move at the least in one
+step (the linear weights for `gemm`, the KV cache for `attention`). Achieved bandwidth is those
+bytes over the class' GPU time per step, compared with a measured device copy rate: a class far
+below the copy rate is where the next factor would have to come from.
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from analysis.loader import OP_KIND_NAMES
+
+# Checked in order; the first pattern that matches a kernel's name gives its class. Names are
+# cuBLAS/cutlass/nvjet for GEMMs (cuBLAS' generic `Kernel2` too), fmha/flash for attention,
+# and Triton's `triton_<kind>_fused_<ops>` for torch.compile code, classed by the ops it fuses.
+KERNEL_CLASSES = (
+    ("attention", re.compile(r"fmha|flash|attention|sdpa|softmax", re.I)),
+    ("gemm", re.compile(r"gemm|^Kernel2$|nvjet|xmma|cutlass|splitK|mm_", re.I)),
+    ("layernorm", re.compile(r"layer_?norm", re.I)),
+    ("reduce/argmax", re.compile(r"reduce|argmax|max_|_red_", re.I)),
+    ("index/copy", re.compile(r"index|gather|scatter|cat|copy", re.I)),
+    ("elementwise", re.compile(r"elementwise|triton_poi|triton_per|fused|unrolled", re.I)),
+)
+
+
+def classify(name: str) -> str:
+    for cls, pattern in KERNEL_CLASSES:
+        if pattern.search(name):
+            return cls
+    return "other"
+
+
+def op_names(ops: pd.DataFrame, strings: dict) -> pd.Series:
+    """Kernel names from their string ids; copies and sets by their kind ([memcpy], [memset])."""
+    kernel_names = ops["name_id"].map(strings)
+    kind_names = ops["kind"].map(OP_KIND_NAMES)
+    return kernel_names.where(ops["kind"] == 0, kind_names).fillna("?")
+
+
+def kernel_table(
+    ops: pd.DataFrame,
+    names: pd.Series,
+    steps: int,
+    bytes_per_step: dict | None = None,
+    copy_bytes_per_s: float | None = None,
+) -> pd.DataFrame:
+    """One row a class: ops and GPU time per step, share of the busy time, and where bytes are
+    known, achieved bandwidth against the copy rate. `ops`: those of `steps` steps."""
+    classes = names.map(lambda n: n if n.startswith("[") else classify(n))
+    dur_ns = ops["end"].to_numpy() - ops["start"].to_numpy()
+    frame = pd.DataFrame({"class": classes.to_numpy(), "dur_ns": dur_ns})
+    table = frame.groupby("class")["dur_ns"].agg(ops="size", time_ns="sum")
+    table["ops_per_step"] = table["ops"] / steps
+    table["time_ns_per_step"] = table["time_ns"] / steps
+    table["share"] = table["time_ns"] / table["time_ns"].sum()
+    table = table.drop(columns=["ops", "time_ns"]).sort_values("time_ns_per_step", ascending=False)
+    known = pd.Series(bytes_per_step or {}, dtype="float64")
+    table["bytes_per_step"] = known.reindex(table.index)
+    table["bytes_per_s"] = table["bytes_per_step"] / (table["time_ns_per_step"] * 1e-9)
+    table["copy_rate_fraction"] = table["bytes_per_s"] / (copy_bytes_per_s or np.nan)
+    return table.reset_index()

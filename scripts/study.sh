@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The whole study on a GPU machine (issue 5): the article's ladder checked, then finished.
+#
+#   scripts/study.sh [--budget quick|full] [--parts bench,capture] [--dir DIR]
+#
+# What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
+#   bench-ladder        naive kv kv-expandable static compiled pipelined hf-generate (bs 32, 100 tokens)
+#   bench-ladder-compile pipelined and pipelined-seed with --compile default (the article's last rung)
+#   bench-scale-N       naive vs kv at N new tokens (quadratic vs linear)
+#   bench-batch-B       compiled vs pipelined+compile at batch B (the article's batch claim)
+#   bench-finish        the finished ladder with a stop schedule that really stops (uniform 50-100)
+#   capture/            one nsys capture per rung (scripts/profile.sh), each with its analysis
+# Then `python -m analysis.study DIR -o DIR/results` writes RESULTS.md and its plots from those
+# runs (it needs no GPU: it can also be run later, elsewhere, on the same directory).
+# quick: 3 repeats, fewer sizes and captures, a few minutes; full: what docs/RESULTS.md shows.
+# --parts lets one study be split over several sessions of a time-limited machine (same --dir).
+set -euo pipefail
+
+budget=full
+parts=bench,capture,results
+dir=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --budget) budget=$2; shift 2 ;;
+    --parts) parts=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    *) echo "study.sh: unknown option '$1' (use --budget quick|full, --parts, --dir)" >&2; exit 2 ;;
+  esac
+done
+case "$budget" in
+  quick) repeats=3; tokens_list="100 200"; batches="1 32"
+         captures="static pipelined-seed pipelined graphed-sync graphed" ;;
+  full)  repeats=5; tokens_list="100 200 400"; batches="1 2 4 8 16 32 64 128"
+         captures="naive kv static compiled pipelined-seed pipelined pipelined+compile deferred check-every-k graphed-sync graphed nocheck" ;;
+  *) echo "study.sh: --budget takes quick or full, not '$budget'" >&2; exit 2 ;;
+esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+PY=${GAPSCOPE_PYTHON:-python3}
+dir=${dir:-"$root/traces/study-$(date -u +%Y%m%dT%H%M%SZ)"}
+mkdir -p "$dir/capture"
+cd "$root"
+stop="uniform:50-100"
+common=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high --repeats "$repeats")
+
+want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+say() { printf '[study %4ds] %s\n' "$SECONDS" "$*"; }
+# One bench: its table on the terminal and in DIR/NAME.log, its figures in DIR/NAME.json.
+bench() {
+  local name=$1; shift
+  if [ -s "$dir/$name.json" ]; then say "$name: done before, kept"; return 0; fi
+  say "$name: $*"
+  if ! "$PY" -m harness bench --json "$dir/$name.json" "$@" 2>&1 | tee "$dir/$name.log"; then
+    say "$name FAILED (see $dir/$name.log); going on"
+  fi
+}
+
+if want bench; then
+  bench bench-ladder --variants naive,kv,kv-expandable,static,compiled,pipelined,hf-generate "${common[@]}"
+  bench bench-ladder-compile --variants pipelined,pipelined-seed --compile default "${common[@]}"
+  for n in $tokens_list; do
+    bench "bench-scale-$n" --variants naive,kv --batch 32 --new-tokens "$n" --repeats "$repeats"
+  done
+  for b in $batches; do
+    bench "bench-batch-$b" --variants compiled,pipelined --compile default --batch "$b" \
+      --new-tokens 100 --repeats "$repeats"
+  done
+  bench bench-finish --variants static,pipelined,deferred,check-every-k,graphed-sync,graphed,nocheck,hf-generate \
+    --stop "$stop" "${common[@]}"
+fi
+
+if want capture; then
+  set -- $captures
+  i=0
+  for c in "$@"; do
+    i=$((i + 1))
+    variant=${c%%+*}
+    opts=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high)
+    case "$c" in *+compile) opts+=(--compile default) ;; esac
+    case "$variant" in
+      compiled) opts+=(--compile default) ;;
+      deferred|check-every-k|graphed|graphed-sync|nocheck) opts+=(--stop "$stop") ;;
+    esac
+    if ls -d "$dir/capture/"*"-$c" >/dev/null 2>&1; then say "capture $i/$#: $c done before, kept"; continue; fi
+    say "capture $i/$#: $c"
+    if ! TRACES_DIR="$dir/capture" RUN_NAME="$c" GAPSCOPE_UNTRACED_REPEATS="$repeats" \
+        bash scripts/profile.sh "$variant" "${opts[@]}" > "$dir/capture/$c.log" 2>&1; then
+      say "capture $c FAILED (see $dir/capture/$c.log); going on"
+    fi
+    tail -n 3 "$dir/capture/$c.log" | sed 's/^/    /'
+  done
+fi
+
+if want results; then
+  say "results: $PY -m analysis.study $dir -o $dir/results"
+  "$PY" -m analysis.study "$dir" -o "$dir/results"
+fi
+say "study in $dir"
