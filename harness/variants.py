@@ -116,8 +116,8 @@ def variant_lines() -> list[str]:
 def static_logits(model, cache, token, pos, slots, kw):
     """token: [B, 1], pos: [1], slots: [T] -> logits [B, V].
 
-    Positions and the mask are given as device tensors: left to HF, positions come from the cache
-    and the mask from a host-side computation, and a 4D mask is used as it is.
+    Positions and the mask are given, as device tensors: left to itself, HF would infer positions
+    from the cache and build a mask each step; a 4D mask it uses as given.
     """
     mask = (slots <= pos).view(1, 1, 1, -1)  # [1, 1, 1, T]
     out = model(input_ids=token, position_ids=pos.view(1, 1), attention_mask=mask, use_cache=True,
