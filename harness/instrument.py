@@ -69,6 +69,9 @@ def window_step(window: ProfilerWindow, i: int):
     finally:
         if i == window.stop:
             if on:
+                # The last step's kernels may still be queued (deferred checks launch ahead):
+                # let them finish inside the capture range. Nothing after it is measured.
+                torch.cuda.synchronize()
                 torch.cuda.cudart().cudaProfilerStop()
             window.marks_ns["stop"] = time.perf_counter_ns()
 
@@ -77,5 +80,6 @@ def close_window(window: ProfilerWindow, steps_run: int) -> None:
     """A run that stopped before window.stop still closes the capture range it opened."""
     if window.start < steps_run < window.stop:
         if window.active and torch.cuda.is_available():
+            torch.cuda.synchronize()
             torch.cuda.cudart().cudaProfilerStop()
         window.marks_ns["stop"] = time.perf_counter_ns()

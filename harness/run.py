@@ -99,7 +99,7 @@ def timing(wall_ns: int, window: ProfilerWindow, steps_run: int) -> dict:
     return {
         "wall_ms": wall_ns / 1e6,
         "window_steps": in_window,
-        # Host clock at the window's edges: step START+1 entered to step STOP left.
+        # Host clock: step START+1 entered to step STOP done (on CUDA, synchronized).
         "window_ms": window_ns / 1e6 if window_ns is not None else None,
         "ms_per_step": wall_ns / 1e6 / steps_run,
     }

@@ -77,11 +77,12 @@ def test_window_calls_profiler_start_before_step_start_plus_1_and_stop_after_sto
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "cudart", Cudart)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
     window = ProfilerWindow(2, 4, active=True)
     for i in range(1, 6):
         with window_step(window, i):
             calls.append(i)
-    assert calls == [1, 2, "start", 3, 4, "stop", 5]
+    assert calls == [1, 2, "start", 3, 4, "sync", "stop", 5]
 
 
 def test_a_run_that_ends_inside_the_window_closes_it(monkeypatch):
@@ -96,10 +97,11 @@ def test_a_run_that_ends_inside_the_window_closes_it(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "cudart", Cudart)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
     window = ProfilerWindow(1, 10, active=True)
     for i in range(1, 4):
         with window_step(window, i):
             pass
     close_window(window, 3)
-    assert calls == ["start", "stop"]
+    assert calls == ["start", "sync", "stop"]
     assert "stop" in window.marks_ns
