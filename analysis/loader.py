@@ -132,28 +132,25 @@ def _schema_version(con: sqlite3.Connection, tables: set) -> str:
 
 # Lazy exports leave out empty tables, so the union is built from the tables that exist.
 # `what` is the kernel's name id, or -kind for a memcpy or memset (names are ids >= 0).
-OP_SELECT_SQL = """
-SELECT start, end, deviceId, streamId, correlationId, {pid} AS globalPid, {what} AS what
-FROM {table}
-"""
-OP_COUNT_SQL = "SELECT count(*) FROM {table}"
-
-# Each op with its launch call: same correlationId, same process (correlation ids are per process;
-# exports without globalPid on ops match on the id alone). SQLite indexes the join by itself.
 # Device and stream (a CUPTI uint32) travel as one integer: every column costs about 0.1 s per
 # million rows on the way from SQLite to Python.
-OPS_SQL = """
-SELECT o.start, o.end, (o.deviceId << 32) | o.streamId, IFNULL(o.correlationId, -1), o.what,
-       IFNULL(r.start, -1), IFNULL(r.end, -1), IFNULL(r.globalTid, -1)
-FROM ({ops}) AS o
-LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
-    ON r.correlationId = o.correlationId
-    AND (o.globalPid IS NULL OR (r.globalTid & {pid_mask}) = o.globalPid)
+OP_SELECT_SQL = """
+SELECT start, end, (deviceId << 32) | streamId, IFNULL(correlationId, -1), {pid}, {what}
+FROM {table}
 """
-OP_COLUMNS = ["start", "end", "device_stream", "corr", "what", "call_start", "call_end", "tid"]
+OP_COLUMNS = ["start", "end", "device_stream", "corr", "pid", "what"]
+
+# The API calls that launched ops: only those whose correlationId an op carries. Matching them
+# to ops in numpy costs less than SQLite's join, which indexes the whole API table first.
+LAUNCH_SQL = """
+SELECT correlationId, start, end, IFNULL(globalTid, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME
+WHERE correlationId IN ({corr})
+"""
+LAUNCH_COLUMNS = ["corr", "start", "end", "tid"]
 
 
-def _int_frame(rows: list, columns: list) -> pd.DataFrame:
+def _int_columns(rows: list, columns: list) -> dict:
+    """The rows' integer columns as numpy arrays (views of one row-major block)."""
     try:
         flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
                            count=len(rows) * len(columns))
@@ -161,41 +158,67 @@ def _int_frame(rows: list, columns: list) -> pd.DataFrame:
         # NULL where nsys always writes a value: damaged, or not written by nsys.
         raise sqlite3.DatabaseError(f"unexpected value in {', '.join(columns)}: {e}") from None
     data = flat.reshape(len(rows), len(columns))
-    # Column by column: pandas builds a frame from a row-major 2-D array far more slowly.
-    return pd.DataFrame({c: data[:, i] for i, c in enumerate(columns)})
+    return {c: data[:, i] for i, c in enumerate(columns)}
+
+
+def _int_frame(rows: list, columns: list) -> pd.DataFrame:
+    return pd.DataFrame(_int_columns(rows, columns))
+
+
+def match_launches(op_pid: np.ndarray, op_corr: np.ndarray, calls: dict) -> np.ndarray:
+    """Row of `calls` that launched each op (-1: none): same correlationId, same process
+    (correlation ids are per process). Ops without globalPid (older schemas) match on the id
+    alone. Where two calls of a process share an id, the earlier one launched the op."""
+    if len(calls["corr"]) == 0:
+        return np.full(len(op_corr), -1, dtype=np.int64)
+    call_pid = calls["tid"] & PID_MASK
+    if (op_pid < 0).any():
+        op_pid, call_pid = np.zeros_like(op_pid), np.zeros_like(call_pid)
+    codes, _ = pd.factorize(np.concatenate([op_pid, call_pid]))
+    # Correlation ids are uint32: one int64 key holds (process, id).
+    key = (codes.astype(np.int64) << 32) | (np.concatenate([op_corr, calls["corr"]]) & 0xFFFFFFFF)
+    op_key, call_key = key[:len(op_pid)], key[len(op_pid):]
+    order = np.lexsort((calls["start"], call_key))
+    sorted_key = call_key[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_key[1:] != sorted_key[:-1]
+    sorted_key, order = sorted_key[first], order[first]
+    pos = np.minimum(np.searchsorted(sorted_key, op_key), len(sorted_key) - 1)
+    found = (sorted_key[pos] == op_key) & (op_corr >= 0)
+    return np.where(found, order[pos], -1)
 
 
 def read_ops(con: sqlite3.Connection, kinds: list) -> pd.DataFrame:
     parts = [
         OP_SELECT_SQL.format(
             table=OP_TABLES[k], what="shortName" if k == KERNEL else -k,
-            # Older schemas have no globalPid on ops: match on the correlation id alone.
-            pid="globalPid" if "globalPid" in _columns(con, OP_TABLES[k]) else "NULL",
+            pid="IFNULL(globalPid, -1)" if "globalPid" in _columns(con, OP_TABLES[k]) else "-1",
         )
         for k in kinds
     ]
-    sql = OPS_SQL.format(ops=" UNION ALL ".join(parts), pid_mask=PID_MASK)
-    raw = _int_frame(con.execute(sql).fetchall(), OP_COLUMNS)
-    expected = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0]
-                   for k in kinds)
-    if len(raw) > expected:
-        # An id shared by two API calls of one process would repeat the op: keep the first call.
-        ident = ["start", "end", "device_stream", "corr", "what"]
-        raw = raw.sort_values("call_start", kind="stable").drop_duplicates(ident)
-        raw = raw.sort_index().reset_index(drop=True)
-    what = raw["what"].to_numpy()
-    device_stream = raw["device_stream"].to_numpy()
+    raw = _int_columns(con.execute(" UNION ALL ".join(parts)).fetchall(), OP_COLUMNS)
+    corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
+    calls = _int_columns(con.execute(LAUNCH_SQL.format(corr=corr_sql)).fetchall(),
+                         LAUNCH_COLUMNS)
+    launch = match_launches(raw["pid"], raw["corr"], calls)
+    found = launch >= 0
+
+    def call_column(name: str) -> np.ndarray:
+        return np.where(found, calls[name][launch] if len(calls[name]) else -1, -1)
+
+    what = raw["what"]
+    device_stream = raw["device_stream"]
     return pd.DataFrame({
-        "start": raw["start"].to_numpy(),
-        "end": raw["end"].to_numpy(),
+        "start": raw["start"],
+        "end": raw["end"],
         "device": device_stream >> 32,
         "stream": device_stream & 0xFFFFFFFF,
-        "corr": raw["corr"].to_numpy(),
+        "corr": raw["corr"],
         "name_id": np.maximum(what, -1),
         "kind": np.where(what >= 0, KERNEL, -what),
-        "call_start": raw["call_start"].to_numpy(),
-        "call_end": raw["call_end"].to_numpy(),
-        "tid": raw["tid"].to_numpy(),
+        "call_start": call_column("start"),
+        "call_end": call_column("end"),
+        "tid": call_column("tid"),
     })
 
 
