@@ -29,7 +29,9 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
     model = load_model(cfg)
     rate = copy_bytes_per_s(cfg.device)
     results = [bench_variant(model, c, repeats, rate) for c in configs]
-    config = {**cfg.to_json(), "variant": ",".join(variants), "k": cfg.k, "repeats": repeats}
+    # Options as given: compile None and k None mean each variant's own default.
+    config = {**cfg.to_json(), "variant": ",".join(variants), "compile": cfg.compile, "k": cfg.k,
+              "repeats": repeats}
     return {"config": config, "versions": versions(), "copy_bytes_per_s": rate, "results": results}
 
 

@@ -86,6 +86,8 @@ def cmd_bench(args) -> int:
     if args.repeats < 1:
         raise ConfigError(f"--repeats must be >= 1, got {args.repeats}")
     bench_configs(to_config(args, variants[0]), variants)
+    if args.json is not None and not args.json.parent.is_dir():
+        raise ConfigError(f"--json {args.json}: no directory {args.json.parent}")
     from harness.bench import bench, table
 
     report = bench(to_config(args, variants[0]), variants, args.repeats)

@@ -72,6 +72,10 @@ def test_variant_defaults_resolve_compile_and_k():
     (["bench", "--variants", "kv,naive", "--compile", "default", *TINY],
      "gapscope: error: --compile default means nothing for kv"),
     (["launch"], "gapscope: error: argument command: invalid choice: 'launch'"),
+    (["bench", "--variants", "kv", "--json", "/nonexistent/b.json", *TINY],
+     "gapscope: error: --json /nonexistent/b.json: no directory /nonexistent"),
+    (["bench", "--variants", "kv", "--repeats", "0", *TINY],
+     "gapscope: error: --repeats must be >= 1, got 0"),
 ])
 def test_bad_options_exit_2_with_one_line(args, message):
     proc = harness(*args)
@@ -139,6 +143,7 @@ def test_bench_writes_json_and_a_table(tmp_path):
     report = json.loads(path.read_text())
     assert list(report) == ["config", "versions", "copy_bytes_per_s", "results"]
     assert report["config"]["variant"] == "kv,check-every-k" and report["config"]["k"] == 4
+    assert report["config"]["compile"] is None and report["config"]["repeats"] == 5
     assert report["copy_bytes_per_s"] > 0
     kv, every4 = report["results"]
     assert set(kv) == {
