@@ -122,6 +122,8 @@ def deferred_loop(st: dict, step, window: ProfilerWindow, streams: list, wait_ev
         st["slots"] = [torch.zeros(1, dtype=torch.bool, pin_memory=cuda) for _ in range(2)]
         st["events"] = [torch.cuda.Event() if cuda else None for _ in range(2)]
     slots, events = st["slots"], st["events"]
+    for slot in slots:
+        slot.zero_()  # the last run's True must not be read as this run's (pipelined-seed would)
     main = torch.cuda.current_stream() if cuda else None
     for s in _distinct(streams):
         s.wait_stream(main)  # reset_state's writes come first
