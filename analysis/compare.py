@@ -88,7 +88,7 @@ def display_rows(table: pd.DataFrame) -> list:
          _cis(series, firsts, "period_ns_median", 1e6, 3)),
         ("host step ms [95% CI]",
          _cis(series, firsts, "step_cpu_ns_median", 1e6, 3)),
-        ("GPU busy", [f"{r['gpu_util']:.1%}" for r in rows]),
+        ("GPU busy", [_opt(r["gpu_util"], ".1%") for r in rows]),
         ("bubble median µs [95% CI]",
          _cis(series, firsts, "bubble_ns_median", 1e3, 1)),
         ("bubble p90 µs", [_opt(None if r["bubble_ns_p90"] is None

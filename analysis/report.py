@@ -74,6 +74,10 @@ def ms(ns) -> str:
     return "n/a" if ns is None else f"{ns / 1e6:.2f} ms"
 
 
+def pct(fraction) -> str:
+    return "n/a" if fraction is None else f"{fraction:.1%}"
+
+
 def shares(parts: dict, total: int, names: tuple, suffix: str = "") -> str:
     if total <= 0:
         return "no idle time"
@@ -89,7 +93,7 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['period_ns_median'])} period on the GPU",
-        f"  GPU busy       {s['gpu_util']:.1%} of a {ms(s['window_ns'])} window "
+        f"  GPU busy       {pct(s['gpu_util'])} of a {ms(s['window_ns'])} window "
         f"({ms(s['busy_ns'])} busy, {ms(s['idle_ns'])} idle in {s['gaps']} gaps)",
         f"  bubble         {us(s['bubble_ns_median'])} median, {us(s['bubble_ns_p90'])} p90 "
         "between steps",
@@ -98,7 +102,7 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         f"  sync-free      at most {speedup:.3f}x faster with the sync hidden"
         if speedup else "  sync-free      n/a",
         f"  streams        {s['streams']}, {ms(s['concurrent_ns'])} with two or more running; "
-        f"stop checks {'n/a' if cover is None else f'{cover:.1%}'} busy (median)",
+        f"stop checks {pct(cover)} busy (median)",
         f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
         + (f", {s['ops_without_launch_call']} without a launch call"
            if s["ops_without_launch_call"] else ""),
@@ -115,7 +119,7 @@ SUMMARY_ROWS = (
     ("step time (host, median)", "step_cpu_ns_median", ms),
     ("GPU period (median)", "period_ns_median", ms),
     ("window", "window_ns", ms),
-    ("GPU busy", "gpu_util", lambda v: f"{v:.1%}"),
+    ("GPU busy", "gpu_util", pct),
     ("bubble median", "bubble_ns_median", us),
     ("bubble p90", "bubble_ns_p90", us),
     ("gaps", "gaps", str),

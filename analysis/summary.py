@@ -87,8 +87,10 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     table = step_table(steps, ops, busy)
     table = table[table["op_records"] > 0].reset_index(drop=True)
     window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
-    gaps = gap_table(split_gaps(find_gaps(ops, window), trace.blocking), table, trace.strings)
-    _add_idle_by_step(table, gaps)
+    gaps = split_gaps(find_gaps(ops, window), trace.blocking)
+    position = gaps_by_step(gaps, table)
+    _add_idle_by_step(table, gaps, position)
+    gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
@@ -96,9 +98,9 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops)
 
 
-def gap_table(gaps: dict, table: pd.DataFrame, strings: dict) -> pd.DataFrame:
+def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
     """The gaps as a DataFrame: the step each falls in, the cause by name, the next op's name."""
-    out = {"step": table["step"].to_numpy()[gaps_by_step(gaps, table)]}
+    out = {"step": step}
     out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
     out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
     out["next_op"] = _op_names(gaps["next_kind"], gaps["next_name_id"], strings)
@@ -112,12 +114,12 @@ def _op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarra
     return np.array(names, dtype=object)[codes]
 
 
-def _add_idle_by_step(table: pd.DataFrame, gaps: pd.DataFrame) -> None:
-    """The gaps inside each step's period, by ledger part: with busy, they fill the period."""
-    pos = table.reset_index().set_index("step")["index"]
-    per = gaps.groupby(pos.loc[gaps["step"]].to_numpy())[list(LEDGER)].sum()
+def _add_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> None:
+    """The gaps inside each step's period (`position`: the table row of each gap), by ledger
+    part: with the busy time, they fill the period."""
     for part in LEDGER:
-        table[f"idle_{part}"] = per[part].reindex(table.index, fill_value=0).to_numpy()
+        per = pd.Series(gaps[part]).groupby(position).sum()
+        table[f"idle_{part}"] = per.reindex(range(len(table)), fill_value=0).to_numpy()
 
 
 def _check(ok: bool, what: str) -> None:

@@ -251,3 +251,16 @@ def test_exports_without_global_pid_on_ops_match_by_correlation_id(tmp_path):
     con.close()
     (a,) = analyze(load_trace(path))
     assert a.summary["idle_ns_by_cause"] == {"sync": 35, "host": 32, "queued": 5, "unknown": 5}
+
+
+def test_two_threads_with_the_same_step_numbers_keep_their_own_rows(tmp_path):
+    t = Synth()
+    t.range("Step 1", 0, 50, tid=TID)
+    t.range("Step 1", 100, 150, tid=TID + 1)
+    t.launch(1, 2, 10, 20, tid=TID)
+    t.launch(30, 31, 40, 45, tid=TID)
+    t.launch(101, 102, 110, 120, tid=TID + 1)
+    (a,) = analyse(tmp_path, t)
+    assert list(a.steps["step"]) == [1, 1] and list(a.steps["bubble_ns"].fillna(-1)) == [-1, 65]
+    assert list(a.steps["idle_host_ns"] + a.steps["idle_launch_ns"]) == [20, 65]
+    assert a.steps["period_ns"].sum() == a.summary["window_ns"] == 110
