@@ -3,7 +3,7 @@
 Memory: peak allocated and peak reserved since the variant started (stats reset per variant);
 fragmentation = 1 - peak allocated / peak reserved, the share of the reserved peak that held no
 tensor at the allocation peak (both peaks taken as one instant). Weight floor: the time to copy
-the weights once at the device-to-device copy rate measured at start (bytes copied per second),
+the weights once at the device-to-device copy rate measured at start (bytes moved per second),
 the least one step can take when it must read every weight.
 """
 
@@ -36,7 +36,11 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
 
 
 def copy_bytes_per_s(device: str, repeats: int = 5) -> float:
-    """Median rate of one device-to-device tensor copy (bytes copied per second)."""
+    """Median rate of one device-to-device tensor copy, in bytes moved per second.
+
+    A copy of n bytes reads n and writes n: 2n moved, the unit of the device's memory bandwidth
+    (and of a step that reads its weights once), so the weight floor compares like with like.
+    """
     n = COPY_BYTES_CUDA if device == "cuda" else COPY_BYTES_CPU
     src = torch.ones(n, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -48,7 +52,7 @@ def copy_bytes_per_s(device: str, repeats: int = 5) -> float:
         dst.copy_(src)
         sync_device(device)
         times_ns.append(time.perf_counter_ns() - t0)
-    return n / (statistics.median(times_ns) / 1e9)
+    return 2 * n / (statistics.median(times_ns) / 1e9)
 
 
 def sync_device(device: str) -> None:

@@ -5,10 +5,12 @@ from pathlib import Path
 
 VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
-    "deferred", "check-every-k", "graphed", "nocheck",
+    "deferred", "check-every-k", "graphed", "graphed-sync", "nocheck", "hf-generate",
 )
-# A dynamic cache changes shape every step (compiling only recompiles); graphed is its own capture.
-NO_COMPILE = ("naive", "kv", "kv-expandable", "graphed")
+# A dynamic cache changes shape every step (compiling only recompiles); graphed is its own capture;
+# hf-generate compiles its static-cache step by itself.
+NO_COMPILE = ("naive", "kv", "kv-expandable", "graphed", "graphed-sync", "hf-generate")
+NEEDS_CUDA = ("graphed", "graphed-sync")
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
 
@@ -122,8 +124,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     _check_stop(parse_stop(cfg.stop), cfg.new_tokens)
     if cfg.gpu_sleep_cycles < 0:
         raise ConfigError(f"--gpu-sleep-cycles must be >= 0, got {cfg.gpu_sleep_cycles}")
-    if v == "graphed" and cfg.device != "cuda":
-        raise ConfigError("graphed needs CUDA")
+    if v in NEEDS_CUDA and cfg.device != "cuda":
+        raise ConfigError(f"{v} needs CUDA")
     if cfg.gpu_sleep_cycles and cfg.device != "cuda":
         raise ConfigError("--gpu-sleep-cycles needs --device cuda")
     return cfg

@@ -44,6 +44,8 @@ def sync(cfg: RunConfig) -> None:
 def run(cfg: RunConfig) -> dict:
     """Warm-up run, then the windowed run; writes cfg.out/run.json and returns its record."""
     validate(cfg)
+    if cfg.variant == "hf-generate":
+        raise ConfigError("hf-generate has no per-step NVTX ranges to profile: use it in bench")
     out = make_out_dir(cfg.out)
     if cfg.variant == "kv-expandable":
         set_expandable_segments(True)  # before load_model: CUDA must not be initialised yet

@@ -10,18 +10,21 @@
     deferred        pipelined's deferred check on one stream: what the second stream buys
     check-every-k   .item() every K steps only: fewer syncs, overshoot < K
     graphed         our own GPT-2 step captured in one CUDA graph, deferred check: launch cost gone
+    graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
     nocheck         no stop check at all, all N steps: the bound
+    hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """
 
 import inspect
 import os
 
 import torch
-from transformers import DynamicCache, StaticCache
+from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StaticCache
 
 from harness.config import RunConfig, check_every, compile_mode
 from harness.decode import advance, deferred_loop, sync_loop
 from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
+from harness.model import EOS
 
 
 def cache_kwarg(model) -> str:
@@ -93,6 +96,53 @@ def graphed(model, cfg: RunConfig, st: dict):
     return own_step(model, cfg, st, graph=True)
 
 
+def graphed_sync(model, cfg: RunConfig, st: dict):
+    return own_step(model, cfg, st, graph=True, deferred=False)
+
+
+def hf_generate(model, cfg: RunConfig, st: dict):
+    """One call of HF's generate; the stop schedule is forced through a logits processor.
+
+    It has no per-step NVTX ranges (the loop is HF's), so it is a reference for `bench` only.
+    """
+    bos = st["token"].clone()  # [B, 1]
+    force = LogitsProcessorList([ForceEos(st["stops"])])
+
+    def run(window):
+        out = model.generate(
+            input_ids=bos, attention_mask=torch.ones_like(bos), max_new_tokens=cfg.new_tokens,
+            do_sample=False, cache_implementation="static", eos_token_id=EOS, pad_token_id=EOS,
+            logits_processor=force)  # [B, 1 + steps]
+        return generate_result(out)
+
+    return run
+
+
+class ForceEos(LogitsProcessor):
+    """Sequence j emits only EOS from step stops[j] on: the schedule, on the device, no sync."""
+
+    def __init__(self, stops: torch.Tensor):
+        self.stops = stops  # [B]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        step = input_ids.shape[1]  # the token being chosen; BOS is position 0
+        eos_only = torch.full_like(scores, float("-inf"))
+        eos_only[:, EOS] = 0
+        return torch.where((self.stops <= step)[:, None], eos_only, scores)
+
+
+def generate_result(out: torch.Tensor) -> dict:
+    """generate's output in the shape of decode.finish's: trimmed where all sequences ended."""
+    ids = out.cpu()
+    steps_run = ids.shape[1] - 1
+    ended = (ids[:, 1:] == EOS).cummax(dim=1).values.all(dim=0)  # [steps]: all finished by then
+    done_at = torch.nonzero(ended).flatten()
+    stop_step = int(done_at[0]) + 1 if len(done_at) else None
+    returned = stop_step if stop_step is not None else steps_run
+    return {"tokens": ids[:, : returned + 1], "steps_run": steps_run, "stop_step": stop_step,
+            "overshoot_steps": steps_run - returned, "stale_flag_reads": None}
+
+
 VARIANTS = {
     "naive": naive,
     "kv": kv,
@@ -104,7 +154,9 @@ VARIANTS = {
     "deferred": deferred,
     "check-every-k": static,  # check_every(cfg) is K for it, None (every step) otherwise
     "graphed": graphed,
+    "graphed-sync": graphed_sync,
     "nocheck": nocheck,
+    "hf-generate": hf_generate,
 }
 
 
@@ -168,8 +220,9 @@ def _deferred(model, cfg: RunConfig, st: dict, n_streams: int, wait_event: bool)
     return run
 
 
-def own_step(model, cfg: RunConfig, st: dict, graph: bool):
-    """Our own GPT-2 step with the deferred check; graph=False runs it eagerly (on the CPU too)."""
+def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True):
+    """Our own GPT-2 step, with the deferred check or (deferred=False) .item() every step;
+    graph=False runs it eagerly (on the CPU too)."""
     kv_cache = new_kv_cache(model, cfg.batch, cfg.new_tokens)
 
     def eager():
@@ -184,6 +237,8 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool):
         g.replay()
         return flag
 
+    if not deferred:
+        return lambda window: sync_loop(st, replay, window, every=1)
     return lambda window: deferred_loop(st, replay, window, streams, True)
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures. GPU tests carry `@pytest.mark.gpu`; without CUDA they are skipped with a reason."""
+"""Shared fixtures. GPU tests (`@pytest.mark.gpu`) are skipped, with a reason, without CUDA."""
 
 from pathlib import Path
 

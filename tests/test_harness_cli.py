@@ -104,7 +104,8 @@ def test_variants_lists_the_registry_one_line_each():
     proc = harness("variants")
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == ["naive", "kv", "kv-expandable", "static", "compiled", "pipelined",
-                     "pipelined-seed", "deferred", "check-every-k", "graphed", "nocheck"]
+                     "pipelined-seed", "deferred", "check-every-k", "graphed", "graphed-sync",
+                     "nocheck", "hf-generate"]
 
 
 def test_run_writes_run_json_and_prints_one_line(tmp_path):

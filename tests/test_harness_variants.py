@@ -75,7 +75,8 @@ def test_kv_output_is_not_one_repeated_token(reference):
 
 
 @pytest.mark.parametrize("variant", ["naive", "kv-expandable", "static", "compiled", "pipelined",
-                                     "pipelined-seed", "deferred", "check-every-k", "nocheck"])
+                                     "pipelined-seed", "deferred", "check-every-k", "nocheck",
+                                     "hf-generate"])
 def test_variant_gives_kv_tokens_and_stop_step(tiny, reference, variant):
     result = decode(tiny, variant)
     assert torch.equal(result["tokens"], reference["tokens"])
@@ -184,3 +185,8 @@ def test_finish_counts_reads_that_differ_from_the_truth():
     assert result["stale_flag_reads"] == 1
     assert (result["stop_step"], result["steps_run"], result["overshoot_steps"]) == (2, 3, 1)
     assert result["tokens"].tolist() == [[EOS, 5, EOS], [EOS, 6, EOS]]
+
+
+def test_hf_generate_runs_exactly_to_the_stop_step(tiny):
+    # generate ends itself once every sequence has emitted EOS: no overshoot, nothing stale.
+    assert counts(decode(tiny, "hf-generate")) == (9, 0, None)
