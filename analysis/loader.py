@@ -5,8 +5,10 @@ Required tables are checked first, with the nsys option that would have recorded
 """
 
 import itertools
+import multiprocessing
 import re
 import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +92,11 @@ def _connect(path: Path) -> sqlite3.Connection:
         raise TraceError(
             f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`"
         )
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    return sqlite3.connect(_uri(path), uri=True)
+
+
+def _uri(path: Path) -> str:
+    return f"{path.resolve().as_uri()}?mode=ro"
 
 
 def _tables(con: sqlite3.Connection) -> set:
@@ -188,7 +194,33 @@ def match_launches(op_pid: np.ndarray, op_corr: np.ndarray, calls: dict) -> np.n
     return np.where(found, order[pos], -1)
 
 
-def read_ops(con: sqlite3.Connection, kinds: list) -> pd.DataFrame:
+# From this many ops on, a forked process reads the ops while this one reads their launch calls:
+# SQLite decoding rows is most of the load time, and so it runs on two cores.
+PARALLEL_MIN_OPS = 200_000
+OP_COUNT_SQL = "SELECT count(*) FROM {table}"
+
+
+def _query_columns(uri: str, sql: str, columns: list) -> dict:
+    """One query on a read-only connection of its own (what the forked reader runs)."""
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        return _int_columns(con.execute(sql).fetchall(), columns)
+    finally:
+        con.close()
+
+
+def _fork_pool():
+    """A one-process pool, where forking is safe and allowed (Linux); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return multiprocessing.get_context("fork").Pool(1)
+    except (OSError, ValueError):
+        return None
+
+
+def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
+             parallel_min_ops: int = PARALLEL_MIN_OPS) -> pd.DataFrame:
     parts = [
         OP_SELECT_SQL.format(
             table=OP_TABLES[k], what="shortName" if k == KERNEL else -k,
@@ -196,10 +228,19 @@ def read_ops(con: sqlite3.Connection, kinds: list) -> pd.DataFrame:
         )
         for k in kinds
     ]
-    raw = _int_columns(con.execute(" UNION ALL ".join(parts)).fetchall(), OP_COLUMNS)
+    ops_sql = " UNION ALL ".join(parts)
     corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
-    calls = _int_columns(con.execute(LAUNCH_SQL.format(corr=corr_sql)).fetchall(),
-                         LAUNCH_COLUMNS)
+    launch_sql = LAUNCH_SQL.format(corr=corr_sql)
+    count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in kinds)
+    pool = _fork_pool() if count >= parallel_min_ops else None
+    if pool is None:
+        raw = _int_columns(con.execute(ops_sql).fetchall(), OP_COLUMNS)
+        calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
+    else:
+        with pool:
+            pending = pool.apply_async(_query_columns, (uri, ops_sql, OP_COLUMNS))
+            calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
+            raw = pending.get()
     launch = match_launches(raw["pid"], raw["corr"], calls)
     found = launch >= 0
 
@@ -268,7 +309,7 @@ def read_strings(con: sqlite3.Connection) -> dict:
     return dict(con.execute("SELECT id, value FROM StringIds").fetchall())
 
 
-def load_trace(path) -> Trace:
+def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
     """Reads one export. Raises TraceError, one line, for anything it cannot use."""
     path = Path(path)
     con = _connect(path)
@@ -279,7 +320,7 @@ def load_trace(path) -> Trace:
         trace = Trace(
             path=path,
             schema_version=_schema_version(con, tables),
-            ops=read_ops(con, kinds),
+            ops=read_ops(con, _uri(path), kinds, parallel_min_ops),
             blocking=read_blocking_calls(con, strings),
             ranges=read_ranges(con),
             strings=strings,

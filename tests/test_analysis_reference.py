@@ -85,3 +85,11 @@ def test_ops_per_step_equal_nsys_projection(reference):
     assert (merged["span_ns"] == merged["Projected Duration (ns)"]).all()
     assert (merged["cpu_start"] == merged["Orig Start (ns)"]).all()
     assert (merged["cpu_ns"] == merged["Orig Duration (ns)"]).all()
+
+
+def test_reading_ops_in_a_forked_process_gives_the_same_trace():
+    path = DATA_DIR / "h200-eager-pipelined-seed-bs16.sqlite"
+    serial = load_trace(path)
+    forked = load_trace(path, parallel_min_ops=0)
+    pd.testing.assert_frame_equal(serial.ops, forked.ops)
+    assert len(serial.ops) == 7840 and (serial.ops["call_start"] >= 0).all()
