@@ -74,7 +74,7 @@ def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
 
 def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) -> pd.DataFrame:
     """Per-step table of one device (METRICS.md, "Per step"). `ops` carries a `step` column."""
-    mine = ops[ops["step"] >= 0]
+    mine = ops.loc[ops["step"].to_numpy() >= 0, ["step", "corr", "start", "end"]]
     grouped = mine.groupby("step")
     table = pd.DataFrame({
         "step": steps["index"].to_numpy(),

@@ -14,10 +14,12 @@ from analysis.intervals import Coverage, clip, merge, union_ns
 
 
 def _stream_segments(ops: pd.DataFrame, window: tuple) -> dict:
+    stream = ops["stream"].to_numpy()
+    start, end = ops["start"].to_numpy(), ops["end"].to_numpy()
     out = {}
-    for stream, group in ops.groupby("stream", sort=True):
-        s, e = clip(group["start"].to_numpy(), group["end"].to_numpy(), *window)
-        out[int(stream)] = merge(s, e)
+    for k in np.unique(stream):
+        mine = stream == k
+        out[int(k)] = merge(*clip(start[mine], end[mine], *window))
     return out
 
 
@@ -40,11 +42,12 @@ def concurrent_ns(segments: list) -> int:
 def stream_table(ops: pd.DataFrame, window: tuple) -> tuple:
     """(per-stream DataFrame: stream, ops, busy_ns; pairs DataFrame; concurrent_ns)."""
     segments = _stream_segments(ops, window)
-    in_window = ops[(ops["end"] > window[0]) & (ops["start"] < window[1])]
-    counts = in_window.groupby("stream").size()
+    in_window = (ops["end"].to_numpy() > window[0]) & (ops["start"].to_numpy() < window[1])
+    streams, counts = np.unique(ops["stream"].to_numpy()[in_window], return_counts=True)
+    count = dict(zip(streams.tolist(), counts.tolist(), strict=True))
     per_stream = pd.DataFrame({
         "stream": list(segments),
-        "ops": [int(counts.get(k, 0)) for k in segments],
+        "ops": [count.get(k, 0) for k in segments],
         "busy_ns": [int((e - s).sum()) for s, e in segments.values()],
     })
     pairs = pd.DataFrame(
