@@ -8,7 +8,6 @@ step ranges, so the tiled trace is one long, consistent capture. This is the one
 the loader that touches SQLite, and it only writes its own scratch copy.
 """
 
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -74,23 +73,28 @@ def build(source: Path, copies: int, out: Path) -> int:
 
 
 CHILD = """
-import sys, time
+import resource, sys, time
 t = time.perf_counter()
 from analysis.loader import load_trace
 from analysis.summary import analyze
 a = analyze(load_trace(sys.argv[1]))
-print(time.perf_counter() - t, a[0].summary["steps"], a[0].summary["gaps"])
+wall = time.perf_counter() - t
+# Peak RSS of this process and of the forked reader the loader may use (KiB on Linux).
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+reader = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(wall, a[0].summary["steps"], a[0].summary["gaps"], own, reader)
 """
 
 
 def run_child(trace: Path) -> tuple:
-    """Wall time (imports included) and peak RSS of one analysis, in a fresh process."""
+    """Wall time of one analysis in a fresh process (start and imports included), its own
+    wall time, steps, gaps, and the peak RSS (KiB) of it and of its forked reader."""
     root = Path(__file__).resolve().parent.parent
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", CHILD, str(trace)], cwd=root, check=True,
                          capture_output=True, text=True).stdout.split()
     wall = time.perf_counter() - t
-    return wall, float(out[0]), int(out[1]), int(out[2])
+    return wall, float(out[0]), int(out[1]), int(out[2]), int(out[3]), int(out[4])
 
 
 def run_nsys(nsys: str, trace: Path) -> float:
@@ -114,12 +118,14 @@ def main(source, copies, runs, nsys):
     click.echo(f"built {SCRATCH}: {ops} GPU ops, {SCRATCH.stat().st_size / 2**20:.0f} MiB "
                f"in {time.perf_counter() - t:.1f} s")
     results = [run_child(SCRATCH) for _ in range(runs)]
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     wall = statistics.median(r[0] for r in results)
     inner = statistics.median(r[1] for r in results)
+    own_mib = max(r[4] for r in results) / 1024
+    reader_mib = max(r[5] for r in results) / 1024
     click.echo(f"gapscope: {wall:.2f} s wall per analysis (process start and imports included; "
-               f"load + analysis {inner:.2f} s), median of {runs}; peak RSS {peak_mib:.0f} MiB; "
-               f"{results[0][2]} steps, {results[0][3]} gaps")
+               f"imports + load + analysis {inner:.2f} s), median of {runs}; peak RSS "
+               f"{own_mib:.0f} MiB, forked reader {reader_mib:.0f} MiB (the two overlap in "
+               f"time only while reading); {results[0][2]} steps, {results[0][3]} gaps")
     if nsys:
         times = [run_nsys(nsys, SCRATCH) for _ in range(runs)]
         click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {statistics.median(times):.2f} s wall, "
