@@ -61,9 +61,10 @@ def window_step(window: ProfilerWindow, i: int):
     """Wraps step i; opens or closes the capture range at the window's edges."""
     on = window.active and torch.cuda.is_available()
     if i == window.start + 1:
-        window.marks_ns["start"] = time.perf_counter_ns()
         if on:
             torch.cuda.cudart().cudaProfilerStart()
+        # After the start: nsys takes a while to begin collecting, which is no step's time.
+        window.marks_ns["start"] = time.perf_counter_ns()
     try:
         yield
     finally:
@@ -72,14 +73,17 @@ def window_step(window: ProfilerWindow, i: int):
                 # The last step's kernels may still be queued (deferred checks launch ahead):
                 # let them finish inside the capture range. Nothing after it is measured.
                 torch.cuda.synchronize()
-                torch.cuda.cudart().cudaProfilerStop()
             window.marks_ns["stop"] = time.perf_counter_ns()
+            if on:
+                torch.cuda.cudart().cudaProfilerStop()
 
 
 def close_window(window: ProfilerWindow, steps_run: int) -> None:
     """A run that stopped before window.stop still closes the capture range it opened."""
     if window.start < steps_run < window.stop:
-        if window.active and torch.cuda.is_available():
+        on = window.active and torch.cuda.is_available()
+        if on:
             torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
         window.marks_ns["stop"] = time.perf_counter_ns()
+        if on:
+            torch.cuda.cudart().cudaProfilerStop()

@@ -101,9 +101,12 @@ def timing(wall_ns: int, window: ProfilerWindow, steps_run: int) -> dict:
     return {
         "wall_ms": wall_ns / 1e6,
         "window_steps": in_window,
-        # Host clock: step START+1 entered to step STOP done (on CUDA, synchronized).
+        # Host clock: step START+1 entered (after cudaProfilerStart returned) to step STOP done
+        # (on CUDA, synchronized; before cudaProfilerStop): the captured steps, without the
+        # profiler's own start and flush, so it compares with an untraced ms/step.
         "window_ms": window_ns / 1e6 if window_ns is not None else None,
-        "ms_per_step": wall_ns / 1e6 / steps_run,
+        "ms_per_step": (window_ns / 1e6 / in_window if window_ns is not None and in_window
+                        else wall_ns / 1e6 / steps_run),
     }
 
 

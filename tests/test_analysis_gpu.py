@@ -80,7 +80,9 @@ def test_fresh_capture_projection_equals_nsys_with_graph_launches(capture):
     nsys = nsys[nsys["Name"].str.match(r"^Step \d+$")].copy()
     nsys["step"] = nsys["Name"].map(lambda n: int(re.match(r"Step (\d+)", n).group(1)))
     merged = a.steps.merge(nsys, on="step", validate="one_to_one")
-    assert list(merged["step"]) == list(range(STEPS))
+    assert list(merged["step"]) == list(range(STEPS)), (
+        f"nsys ranges {nsys['Name'].tolist()[:12]}, ours {a.steps['step'].tolist()[:12]}, "
+        f"csv rows {pd.read_csv(capture / 'proj_nvtx_gpu_proj_trace.csv')['Name'].tolist()[:6]}")
     assert (merged["ops"] == merged["NumGPUOps"]).all()
     assert (merged["gpu_start"] == merged["Projected Start (ns)"]).all()
     assert (merged["span_ns"] == merged["Projected Duration (ns)"]).all()
