@@ -7,9 +7,9 @@ VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
     "deferred", "check-every-k", "graphed", "graphed-sync", "nocheck", "hf-generate",
 )
-# A dynamic cache changes shape every step (compiling only recompiles); graphed is its own capture;
-# hf-generate compiles its static-cache step by itself.
-NO_COMPILE = ("naive", "kv", "kv-expandable", "graphed", "graphed-sync", "hf-generate")
+# A dynamic cache changes shape every step (compiling only recompiles); hf-generate compiles its
+# static-cache step by itself.
+NO_COMPILE = ("naive", "kv", "kv-expandable", "hf-generate")
 NEEDS_CUDA = ("graphed", "graphed-sync")
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
@@ -111,6 +111,9 @@ def validate(cfg: RunConfig) -> RunConfig:
     mode = compile_mode(cfg)
     if v in NO_COMPILE and mode != "none":
         raise ConfigError(f"--compile {mode} means nothing for {v} (only static-cache variants)")
+    if v in NEEDS_CUDA and mode == "reduce-overhead":
+        raise ConfigError(f"{v} is its own CUDA graph: --compile default fuses its kernels, "
+                          "reduce-overhead would nest compile's graphs in it")
     if v == "compiled" and mode == "none":
         raise ConfigError("compiled with --compile none is static: use --variant static")
     if cfg.k is not None and v != "check-every-k":

@@ -9,7 +9,7 @@
     pipelined-seed  the article's ping-pong as written, no event wait: UNSAFE, may read a stale flag
     deferred        pipelined's deferred check on one stream: what the second stream buys
     check-every-k   .item() every K steps only: fewer syncs, overshoot < K
-    graphed         our own GPT-2 step captured in one CUDA graph, deferred check: launch cost gone
+    graphed         our own GPT-2 step in one CUDA graph, deferred check: launch cost gone
     graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
     nocheck         no stop check at all, all N steps: the bound
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
@@ -224,9 +224,14 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True
     """Our own GPT-2 step, with the deferred check or (deferred=False) .item() every step;
     graph=False runs it eagerly (on the CPU too)."""
     kv_cache = new_kv_cache(model, cfg.batch, cfg.new_tokens)
+    logits = gpt2_logits
+    if compile_mode(cfg) != "none":
+        # Compiled for its fused kernels (fewer, so a shorter graph); captured below like eager.
+        torch._dynamo.reset()
+        logits = torch.compile(gpt2_logits, mode=compile_mode(cfg), fullgraph=True)
 
     def eager():
-        return advance(st, gpt2_logits(model, kv_cache, st["token"], st["pos"]))
+        return advance(st, logits(model, kv_cache, st["token"], st["pos"]))
 
     streams = _streams(st, 1)
     if not graph:

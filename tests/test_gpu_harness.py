@@ -75,6 +75,13 @@ def test_variant_gives_kv_tokens_and_stop_step(gpt2, reference, variant):
     assert result["stop_step"] == reference["stop_step"]
 
 
+@pytest.mark.parametrize("variant", ["graphed", "graphed-sync", "pipelined"])
+def test_compiled_step_gives_kv_tokens(gpt2, reference, variant):
+    result = decode(gpt2, variant, compile="default")
+    assert torch.equal(result["tokens"], reference["tokens"])
+    assert result["stop_step"] == reference["stop_step"]
+
+
 @pytest.mark.parametrize("variant", ["pipelined", "deferred", "graphed"])
 def test_deferred_check_overshoots_by_exactly_one_step(gpt2, reference, variant):
     assert counts(decode(gpt2, variant)) == (reference["stop_step"] + 1, 1, 0)

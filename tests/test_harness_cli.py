@@ -24,7 +24,7 @@ def harness(*args: str) -> subprocess.CompletedProcess:
     (dict(variant="naive", compile="default"), "--compile default means nothing for naive"),
     (dict(variant="kv", compile="reduce-overhead"),
      "--compile reduce-overhead means nothing for kv"),
-    (dict(variant="graphed", compile="default"), "--compile default means nothing for graphed"),
+    (dict(variant="graphed", compile="reduce-overhead"), "graphed is its own CUDA graph"),
     (dict(variant="compiled", compile="none"), "compiled with --compile none is static"),
     (dict(variant="static", k=4), "--k only applies to check-every-k, not static"),
     (dict(variant="check-every-k", k=0), "--k must be >= 1, got 0"),

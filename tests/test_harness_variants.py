@@ -1,5 +1,7 @@
 """Every variant that runs without CUDA against kv, with the tiny model on the CPU."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -39,7 +41,7 @@ def counts(result: dict) -> tuple:
 
 
 def own_step_eager(model, **kw) -> dict:
-    cfg = config("kv", **kw)
+    cfg = replace(config("kv"), **kw)
     st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
     run = own_step(model, cfg, st, graph=False)
     run(no_window())
@@ -87,6 +89,12 @@ def test_own_gpt2_step_gives_kv_tokens(tiny, reference):
     result = own_step_eager(tiny)
     assert torch.equal(result["tokens"], reference["tokens"])
     assert counts(result) == (10, 1, 0)
+
+
+def test_own_gpt2_step_compiled_gives_kv_tokens(tiny, reference):
+    # What `graphed --compile default` captures: the same step with inductor's fused kernels.
+    result = own_step_eager(tiny, compile="default")
+    assert torch.equal(result["tokens"], reference["tokens"])
 
 
 def test_own_gpt2_step_matches_kv_for_all_new_tokens(tiny):
