@@ -2,7 +2,6 @@
 `text` names from torch.cuda.nvtx) analysed, and its projection checked against nsys's own."""
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -77,8 +76,10 @@ def capture(tmp_path_factory):
 def test_fresh_capture_projection_equals_nsys_with_graph_launches(capture):
     (a,) = analyze(load_trace(capture / "cap.sqlite"))
     nsys = pd.read_csv(capture / "proj_nvtx_gpu_proj_trace.csv")
-    nsys = nsys[nsys["Name"].str.match(r"^Step \d+$")].copy()
-    nsys["step"] = nsys["Name"].map(lambda n: int(re.match(r"Step (\d+)", n).group(1)))
+    # nsys 2025.3 names a range `domain:name` (`:Step 0` in the default domain); 2024.2 `Step 0`.
+    steps = nsys["Name"].str.extract(r"^(?:[^:]*:)?Step (\d+)$")[0]
+    nsys = nsys[steps.notna()].copy()
+    nsys["step"] = steps.dropna().astype(int)
     merged = a.steps.merge(nsys, on="step", validate="one_to_one")
     assert list(merged["step"]) == list(range(STEPS)), (
         f"nsys ranges {nsys['Name'].tolist()[:12]}, ours {a.steps['step'].tolist()[:12]}, "
