@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole study on a GPU machine (issue 5): the article's ladder checked, then finished.
 #
-#   scripts/study.sh [--budget quick|full] [--parts bench,capture] [--dir DIR]
+#   scripts/study.sh [--budget quick|full] [--parts ladder,scale,batch,finish,capture,results]
+#                    [--captures "static graphed ..."] [--dir DIR]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
 #   bench-ladder        naive kv kv-expandable static compiled pipelined hf-generate (bs 32, 100 tokens)
@@ -13,18 +14,21 @@
 # Then `python -m analysis.study DIR -o DIR/results` writes RESULTS.md and its plots from those
 # runs (it needs no GPU: it can also be run later, elsewhere, on the same directory).
 # quick: 3 repeats, fewer sizes and captures, a few minutes; full: what docs/RESULTS.md shows.
-# --parts lets one study be split over several sessions of a time-limited machine (same --dir).
+# --parts and --captures split one study over several GPUs or sessions (same --dir): each part
+# writes its own files, and a part already done in DIR is kept, not run again.
 set -euo pipefail
 
 budget=full
-parts=bench,capture,results
+parts=ladder,scale,batch,finish,capture,results
 dir=""
+only_captures=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
-    *) echo "study.sh: unknown option '$1' (use --budget quick|full, --parts, --dir)" >&2; exit 2 ;;
+    --captures) only_captures=$2; shift 2 ;;
+    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir)" >&2; exit 2 ;;
   esac
 done
 case "$budget" in
@@ -34,6 +38,7 @@ case "$budget" in
          captures="naive kv static compiled pipelined-seed pipelined pipelined+compile deferred check-every-k graphed-sync graphed nocheck" ;;
   *) echo "study.sh: --budget takes quick or full, not '$budget'" >&2; exit 2 ;;
 esac
+captures=${only_captures:-$captures}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 PY=${GAPSCOPE_PYTHON:-python3}
@@ -55,16 +60,22 @@ bench() {
   fi
 }
 
-if want bench; then
+if want ladder; then
   bench bench-ladder --variants naive,kv,kv-expandable,static,compiled,pipelined,hf-generate "${common[@]}"
   bench bench-ladder-compile --variants pipelined,pipelined-seed --compile default "${common[@]}"
+fi
+if want scale; then
   for n in $tokens_list; do
     bench "bench-scale-$n" --variants naive,kv --batch 32 --new-tokens "$n" --repeats "$repeats"
   done
+fi
+if want batch; then
   for b in $batches; do
     bench "bench-batch-$b" --variants compiled,pipelined --compile default --batch "$b" \
       --new-tokens 100 --repeats "$repeats"
   done
+fi
+if want finish; then
   bench bench-finish --variants static,pipelined,deferred,check-every-k,graphed-sync,graphed,nocheck,hf-generate \
     --stop "$stop" "${common[@]}"
 fi
