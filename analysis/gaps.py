@@ -6,8 +6,12 @@ For a gap [a, b) with n the op that ends it, L its launch call, T the thread of 
     thread T   [ blocking call (wait) ]   python ...  [launch L]
                   <------ wait_ns ---->  <- host_ns ->  <launch_ns>
 
-wait_ns: T inside a blocking call; launch_ns: from max(a, L.start) to b, minus wait; host_ns: the
-rest. cause: sync if wait_ns > 0, else host if L.start >= a, else queued; unknown without L.
+wait_ns: T inside a blocking call before it launched n (from a to max(a, L.start)); launch_ns:
+from max(a, L.start) to b; host_ns: the rest. cause: sync if wait_ns > 0, else host if
+L.start >= a, else queued; unknown without L.
+
+Once n is launched, a block of T no longer holds n back: a CUDA graph's nodes, replayed while the
+host waits on the previous step's event, leave gaps of launch latency, not of the sync.
 """
 
 import numpy as np
@@ -49,15 +53,13 @@ def split_gaps(gaps: dict, blocking: pd.DataFrame) -> dict:
     known = launch >= 0
     from_launch = np.clip(np.maximum(a, launch), a, b)
     wait = np.zeros(len(a), np.int64)
-    wait_in_launch = np.zeros(len(a), np.int64)
     for thread, group in blocking.groupby("tid", sort=False):
         rows = np.flatnonzero(known & (tid == thread))
         if len(rows) == 0:
             continue
         cover = Coverage(group["start"].to_numpy(), group["end"].to_numpy())
-        wait[rows] = cover.covered(a[rows], b[rows])
-        wait_in_launch[rows] = cover.covered(from_launch[rows], b[rows])
-    launch_ns = np.where(known, (b - from_launch) - wait_in_launch, 0)
+        wait[rows] = cover.covered(a[rows], from_launch[rows])
+    launch_ns = np.where(known, b - from_launch, 0)
     cause = np.where(wait > 0, SYNC, np.where(launch >= a, HOST, QUEUED))
     return gaps | {
         "wait_ns": wait,
