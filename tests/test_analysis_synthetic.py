@@ -264,3 +264,17 @@ def test_two_threads_with_the_same_step_numbers_keep_their_own_rows(tmp_path):
     assert list(a.steps["step"]) == [1, 1] and list(a.steps["bubble_ns"].fillna(-1)) == [-1, 65]
     assert list(a.steps["idle_host_ns"] + a.steps["idle_launch_ns"]) == [20, 65]
     assert a.steps["period_ns"].sum() == a.summary["window_ns"] == 110
+
+
+def test_a_block_after_the_next_op_was_launched_is_launch_time_not_sync(tmp_path):
+    # A graph replay under a deferred check: k2 was launched at 5, long before k1 ends at 20;
+    # the host then blocks 8-35 on an event. The gap 20-30 is k2's launch latency.
+    t = Synth()
+    t.range("Step 1", 0, 100)
+    t.launch(2, 4, 10, 20, name="k1")
+    t.launch(5, 7, 30, 40, name="k2")
+    t.call("cudaEventSynchronize", 8, 35)
+    (a,) = analyse(tmp_path, t)
+    assert list(a.gaps["cause"]) == ["queued"]
+    assert (a.gaps["wait_ns"][0], a.gaps["launch_ns"][0], a.gaps["host_ns"][0]) == (0, 10, 0)
+    assert a.summary["sync_free_speedup"] == 1.0
