@@ -24,7 +24,7 @@ class GapscopeError(click.ClickException):
 
 
 # Commands that live outside analysis/, imported only when used: the analysis needs no harness.
-LAZY_COMMANDS = {"doctor": "harness.doctor:doctor"}
+LAZY_COMMANDS = {"doctor": "harness.doctor:doctor", "study": "analysis.study:main"}
 
 
 def _importable(module: str) -> bool:
