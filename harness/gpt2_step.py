@@ -8,9 +8,8 @@ fixed and the only moving part is `pos`, a device tensor: the step is captured o
 import torch
 import torch.nn.functional as F
 
-
-# SDPA's memory-efficient kernel wants the mask's last dimension a multiple of 16; otherwise it
-# pads the mask on every call (a memset and a copy per layer, seen in the captures).
+# Cache slots are padded to a multiple of 16: SDPA's efficient kernel padded its mask on every
+# call otherwise. The step now spells attention out, but docs/RESULTS.md was measured with it.
 SLOT_ALIGN = 16
 
 
@@ -45,7 +44,10 @@ def _attention(attn, h: torch.Tensor, kv: dict, layer: int, pos: torch.Tensor, m
     keys, values = kv["k"][layer], kv["v"][layer]  # [B, H, T, D]
     keys.index_copy_(2, pos, k)
     values.index_copy_(2, pos, v)
-    y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=attn.scaling)
+    # One query against T slots, spelled out: SDPA's memory-efficient kernel spent ~33 µs a
+    # layer here (64-row tiles for one row, and memsets), two batched GEMVs and a softmax less.
+    scores = torch.matmul(q, keys.transpose(-1, -2)) * attn.scaling  # [B, H, 1, T]
+    y = torch.matmul(scores.masked_fill(~mask, float("-inf")).softmax(-1), values)  # [B, H, 1, D]
     return attn.c_proj(y.transpose(1, 2).reshape(b, t, c))  # [B, 1, C]
 
 
