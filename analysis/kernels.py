@@ -16,9 +16,11 @@ from analysis.loader import OP_KIND_NAMES
 
 # Checked in order; the first pattern that matches a kernel's name gives its class. Names are
 # cuBLAS/cutlass/nvjet for GEMMs (cuBLAS' generic `Kernel2` too), fmha/flash for attention,
-# and Triton's `triton_<kind>_fused_<ops>` for torch.compile code, classed by the ops it fuses.
+# cuBLAS's `gemvx` for matrix-vector products (a single query against the KV cache: batched
+# GEMVs), and Triton's `triton_<kind>_fused_<ops>` for torch.compile code, classed by what it fuses.
 KERNEL_CLASSES = (
     ("attention", re.compile(r"fmha|flash|attention|sdpa|softmax", re.I)),
+    ("gemv", re.compile(r"gemv", re.I)),
     ("gemm", re.compile(r"gemm|^Kernel2$|nvjet|xmma|cutlass|splitK|mm_", re.I)),
     ("layernorm", re.compile(r"layer_?norm", re.I)),
     ("reduce/argmax", re.compile(r"reduce|argmax|max_|_red_", re.I)),
@@ -41,16 +43,29 @@ def op_names(ops: pd.DataFrame, strings: dict) -> pd.Series:
     return kernel_names.where(ops["kind"] == 0, kind_names).fillna("?")
 
 
+def op_classes(ops: pd.DataFrame, names: pd.Series, full_names: pd.DataFrame | None = None):
+    """Each op's class by its short name; where that says nothing (`kernel`), by its full
+    (demangled) name from `full_names` (loader.read_full_names), matched on (start, corr)."""
+    classes = names.map(lambda n: n if n.startswith("[") else classify(n))
+    if full_names is None or not len(full_names):
+        return classes
+    full = ops[["start", "corr"]].merge(full_names.drop_duplicates(["start", "corr"]),
+                                        on=["start", "corr"], how="left")["full_name"]
+    by_full = full.fillna("").map(classify).set_axis(ops.index)
+    return classes.where(classes != "other", by_full)
+
+
 def kernel_table(
     ops: pd.DataFrame,
     names: pd.Series,
     steps: int,
     bytes_per_step: dict | None = None,
     copy_bytes_per_s: float | None = None,
+    full_names: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row a class: ops and GPU time per step, share of the busy time, and where bytes are
     known, achieved bandwidth against the copy rate. `ops`: those of `steps` steps."""
-    classes = names.map(lambda n: n if n.startswith("[") else classify(n))
+    classes = op_classes(ops, names, full_names)
     dur_ns = ops["end"].to_numpy() - ops["start"].to_numpy()
     frame = pd.DataFrame({"class": classes.to_numpy(), "dur_ns": dur_ns})
     table = frame.groupby("class")["dur_ns"].agg(ops="size", time_ns="sum")

@@ -337,3 +337,23 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
             "and put the GPU work inside the capture range"
         )
     return trace
+
+
+# Kernels' full (demangled) names, for classing them: a short name can be as bare as `kernel`
+# (cuBLAS's batched GEMV) where the full one says `gemvx::kernel<...>`.
+FULL_NAMES_SQL = """
+SELECT s.value, k.start, IFNULL(k.correlationId, -1)
+FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS s ON s.id = k.demangledName
+"""
+
+
+def read_full_names(path) -> pd.DataFrame:
+    """One row a kernel: full_name, start, corr (the pair identifies the op in Trace.ops)."""
+    con = _connect(Path(path))
+    try:
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in _tables(con):
+            return pd.DataFrame({"full_name": [], "start": [], "corr": []})
+        rows = con.execute(FULL_NAMES_SQL).fetchall()
+    finally:
+        con.close()
+    return pd.DataFrame(rows, columns=["full_name", "start", "corr"])

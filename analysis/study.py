@@ -23,13 +23,22 @@ import pandas as pd  # noqa: E402
 from analysis.cli import GapscopeError  # noqa: E402
 from analysis.errors import TraceError  # noqa: E402
 from analysis.kernels import kernel_table, op_names  # noqa: E402
-from analysis.loader import load_trace  # noqa: E402
+from analysis.loader import load_trace, read_full_names  # noqa: E402
 from analysis.plots import plot_analysis  # noqa: E402
 from analysis.runs import resolve_run  # noqa: E402
 from analysis.summary import analyze  # noqa: E402
 
-LADDER = ["naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined+compile",
-          "pipelined-seed+compile", "hf-generate"]
+LADDER = [
+    "naive",
+    "kv",
+    "kv-expandable",
+    "static",
+    "compiled",
+    "pipelined",
+    "pipelined+compile",
+    "pipelined-seed+compile",
+    "hf-generate",
+]
 # GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
 MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
 DTYPE_BYTES = {"fp32": 4, "bf16": 2}
@@ -47,7 +56,9 @@ def read_bench(path: Path) -> pd.DataFrame:
 
 
 def benches(study: Path) -> dict:
-    return {p.stem.removeprefix("bench-"): read_bench(p) for p in sorted(study.glob("bench-*.json"))}
+    return {
+        p.stem.removeprefix("bench-"): read_bench(p) for p in sorted(study.glob("bench-*.json"))
+    }
 
 
 def captures(study: Path) -> dict:
@@ -74,21 +85,27 @@ def ladder_table(b: dict) -> pd.DataFrame:
     rows = pd.concat([b["ladder"], b.get("ladder-compile", pd.DataFrame())])
     rows = rows.loc[[v for v in LADDER if v in rows.index]]
     base = rows.loc["naive", "ms_per_step_median"]
-    return pd.DataFrame({
-        "variant": rows.index,
-        "ms/step median": rows["ms_per_step_median"].map(ms),
-        "p10–p90": [f"{a:.2f}–{c:.2f}" for a, c in
-                    zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)],
-        "speedup over naive": (base / rows["ms_per_step_median"]).map("{:.2f}x".format),
-        "peak alloc MiB": (rows["peak_allocated_bytes"] / 2**20).map("{:.0f}".format),
-        "peak reserved MiB": (rows["peak_reserved_bytes"] / 2**20).map("{:.0f}".format),
-        "fragmentation": (rows["fragmentation"] * 100).map("{:.1f}%".format),
-    })
+    return pd.DataFrame(
+        {
+            "variant": rows.index,
+            "ms/step median": rows["ms_per_step_median"].map(ms),
+            "p10–p90": [
+                f"{a:.2f}–{c:.2f}"
+                for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
+            ],
+            "speedup over naive": (base / rows["ms_per_step_median"]).map("{:.2f}x".format),
+            "peak alloc MiB": (rows["peak_allocated_bytes"] / 2**20).map("{:.0f}".format),
+            "peak reserved MiB": (rows["peak_reserved_bytes"] / 2**20).map("{:.0f}".format),
+            "fragmentation": (rows["fragmentation"] * 100).map("{:.1f}%".format),
+        }
+    )
 
 
 def numbered(b: dict, prefix: str) -> dict:
     """bench-<prefix>-<n> files by n, in numeric order."""
-    found = {int(k[len(prefix) + 1:]): v for k, v in b.items() if re.fullmatch(rf"{prefix}-\d+", k)}
+    found = {
+        int(k[len(prefix) + 1 :]): v for k, v in b.items() if re.fullmatch(rf"{prefix}-\d+", k)
+    }
     return dict(sorted(found.items()))
 
 
@@ -96,18 +113,26 @@ def scale_table(b: dict) -> pd.DataFrame:
     rows = []
     for n, df in numbered(b, "scale").items():
         naive, kv = df.loc["naive"], df.loc["kv"]
-        rows.append({"new tokens": n, "naive ms/run": f"{naive['ms_per_run_median']:.0f}",
-                     "kv ms/run": f"{kv['ms_per_run_median']:.0f}",
-                     "naive ms/step": ms(naive["ms_per_step_median"]),
-                     "kv ms/step": ms(kv["ms_per_step_median"]),
-                     "naive / kv": f"{naive['ms_per_run_median'] / kv['ms_per_run_median']:.2f}x",
-                     "naive reserved MiB": f"{naive['peak_reserved_bytes'] / 2**20:.0f}"})
+        rows.append(
+            {
+                "new tokens": n,
+                "naive ms/run": f"{naive['ms_per_run_median']:.0f}",
+                "kv ms/run": f"{kv['ms_per_run_median']:.0f}",
+                "naive ms/step": ms(naive["ms_per_step_median"]),
+                "kv ms/step": ms(kv["ms_per_step_median"]),
+                "naive / kv": f"{naive['ms_per_run_median'] / kv['ms_per_run_median']:.2f}x",
+                "naive reserved MiB": f"{naive['peak_reserved_bytes'] / 2**20:.0f}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def overlaps(a: pd.Series, b: pd.Series) -> bool:
     """Whether two variants' p10–p90 ranges of ms/step overlap: a difference within noise."""
-    return a["ms_per_step_p10"] <= b["ms_per_step_p90"] and b["ms_per_step_p10"] <= a["ms_per_step_p90"]
+    return (
+        a["ms_per_step_p10"] <= b["ms_per_step_p90"]
+        and b["ms_per_step_p10"] <= a["ms_per_step_p90"]
+    )
 
 
 def batch_table(b: dict) -> pd.DataFrame:
@@ -115,25 +140,34 @@ def batch_table(b: dict) -> pd.DataFrame:
     for n, df in numbered(b, "batch").items():
         c, p = df.loc["compiled"], df.loc["pipelined+compile"]
         gain = c["ms_per_step_median"] / p["ms_per_step_median"] - 1
-        rows.append({"batch": n, "compiled ms/step": ms(c["ms_per_step_median"]),
-                     "pipelined+compile ms/step": ms(p["ms_per_step_median"]),
-                     "pipelined gain": f"{gain * 100:+.1f}%",
-                     "within p10–p90 noise": "yes" if overlaps(c, p) else "no"})
+        rows.append(
+            {
+                "batch": n,
+                "compiled ms/step": ms(c["ms_per_step_median"]),
+                "pipelined+compile ms/step": ms(p["ms_per_step_median"]),
+                "pipelined gain": f"{gain * 100:+.1f}%",
+                "within p10–p90 noise": "yes" if overlaps(c, p) else "no",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def finish_table(b: dict) -> pd.DataFrame:
     rows = b["finish"]
     ref = rows.loc["hf-generate", "ms_per_step_median"] if "hf-generate" in rows.index else math.nan
-    return pd.DataFrame({
-        "variant": rows.index,
-        "ms/step median": rows["ms_per_step_median"].map(ms),
-        "p10–p90": [f"{a:.3f}–{c:.3f}" for a, c in
-                    zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)],
-        "steps run": rows["steps"],
-        "vs hf-generate": (ref / rows["ms_per_step_median"]).map("{:.2f}x".format),
-        "% of weight floor": rows["weight_floor_pct"].map("{:.1f}%".format),
-    })
+    return pd.DataFrame(
+        {
+            "variant": rows.index,
+            "ms/step median": rows["ms_per_step_median"].map(ms),
+            "p10–p90": [
+                f"{a:.3f}–{c:.3f}"
+                for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
+            ],
+            "steps run": rows["steps"],
+            "vs hf-generate": (ref / rows["ms_per_step_median"]).map("{:.2f}x".format),
+            "% of weight floor": rows["weight_floor_pct"].map("{:.1f}%".format),
+        }
+    )
 
 
 def capture_rows(caps: dict) -> tuple:
@@ -147,26 +181,35 @@ def capture_rows(caps: dict) -> tuple:
         s = a.summary
         idle = s["idle_ns"] or 1
         traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
-        rows.append({
-            "capture": name,
-            "traced ms/step": ms(traced) if traced else "–",
-            "untraced": ms(untraced) if untraced else "–",
-            "nsys overhead": f"{(traced / untraced - 1) * 100:+.0f}%" if traced and untraced else "–",
-            "ops/step": f"{a.steps['ops'].median():.0f}",
-            "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
-            "bubble median µs": f"{s['bubble_ns_median'] / 1e3:.1f}",
-            "bubble p90 µs": f"{s['bubble_ns_p90'] / 1e3:.1f}",
-            "idle sync / host / queued": " / ".join(
-                f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%" for c in ("sync", "host", "queued")),
-            "sync-free speedup": f"{s['sync_free_speedup']:.3f}x",
-            "check cover": "–" if s["check_cover_median"] is None else f"{s['check_cover_median']:.2f}",
-        })
+        rows.append(
+            {
+                "capture": name,
+                "traced ms/step": ms(traced) if traced else "–",
+                "untraced": ms(untraced) if untraced else "–",
+                "nsys overhead": f"{(traced / untraced - 1) * 100:+.0f}%"
+                if traced and untraced
+                else "–",
+                "GPU ops/step": f"{a.steps['op_records'].median():.0f}",
+                "launches/step": f"{a.steps['ops'].median():.0f}",
+                "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
+                "bubble median µs": f"{s['bubble_ns_median'] / 1e3:.1f}",
+                "bubble p90 µs": f"{s['bubble_ns_p90'] / 1e3:.1f}",
+                "idle sync / host / queued": " / ".join(
+                    f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
+                    for c in ("sync", "host", "queued")
+                ),
+                "sync-free speedup": f"{s['sync_free_speedup']:.3f}x",
+                "check cover": "–"
+                if s["check_cover_median"] is None
+                else f"{s['check_cover_median']:.2f}",
+            }
+        )
     return pd.DataFrame(rows), analyses
 
 
 def bytes_per_step(config: dict, own_cache: bool) -> dict:
     """The least each class must move in one decode step: every linear weight once (GEMMs, the
-    tied lm_head included) and the whole static KV cache once (attention reads every slot)."""
+    tied lm_head included) and the whole static KV cache once (every slot is read, masked too)."""
     layers, width, vocab = MODEL_SHAPES[config["model"]]
     e = DTYPE_BYTES[config["dtype"]]
     per_layer = width * 3 * width + width * width + 2 * width * 4 * width  # c_attn, c_proj, mlp
@@ -175,30 +218,48 @@ def bytes_per_step(config: dict, own_cache: bool) -> dict:
     if own_cache:
         slots = -(-slots // SLOT_ALIGN) * SLOT_ALIGN
     kv = 2 * layers * config["batch"] * slots * width
-    return {"gemm": (layers * per_layer + vocab * width) * e, "attention": kv * e}
+    classes = {"gemm": (layers * per_layer + vocab * width) * e}
+    # Our own step reads the cache in two batched GEMVs (scores, then values); HF's SDPA in one.
+    classes["gemv" if own_cache else "attention"] = kv * e
+    return classes
 
 
 def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
     ops = a.ops[a.ops["step"] >= 0]  # the ops of the captured steps
     own = run.info["config"]["variant"].startswith("graphed")
-    table = kernel_table(ops, op_names(ops, strings), len(a.steps),
-                         bytes_per_step(run.info["config"], own), copy_rate)
-    return pd.DataFrame({
-        "class": table["class"],
-        "ops/step": table["ops_per_step"].map("{:.0f}".format),
-        "µs/step": (table["time_ns_per_step"] / 1e3).map("{:.1f}".format),
-        "share": (table["share"] * 100).map("{:.1f}%".format),
-        "MB/step (least)": (table["bytes_per_step"] / 1e6).map(
-            lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
-        "achieved GB/s": (table["bytes_per_s"] / 1e9).map(lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
-        "of copy rate": (table["copy_rate_fraction"] * 100).map(
-            lambda x: "–" if pd.isna(x) else f"{x:.0f}%"),
-    })
+    table = kernel_table(
+        ops,
+        op_names(ops, strings),
+        len(a.steps),
+        bytes_per_step(run.info["config"], own),
+        copy_rate,
+        read_full_names(run.trace_path),
+    )
+    return pd.DataFrame(
+        {
+            "class": table["class"],
+            "ops/step": table["ops_per_step"].map("{:.0f}".format),
+            "µs/step": (table["time_ns_per_step"] / 1e3).map("{:.1f}".format),
+            "share": (table["share"] * 100).map("{:.1f}%".format),
+            "MB/step (least)": (table["bytes_per_step"] / 1e6).map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}"
+            ),
+            "achieved GB/s": (table["bytes_per_s"] / 1e9).map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}"
+            ),
+            "of copy rate": (table["copy_rate_fraction"] * 100).map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}%"
+            ),
+        }
+    )
 
 
 def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel: str, title: str):
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))
-    err = [[v - a for v, a in zip(values, lo, strict=True)], [b - v for v, b in zip(values, hi, strict=True)]]
+    err = [
+        [v - a for v, a in zip(values, lo, strict=True)],
+        [b - v for v, b in zip(values, hi, strict=True)],
+    ]
     ax.barh(labels, values, xerr=err, color="#1f77b4", capsize=3)
     for y, v in enumerate(values):
         ax.text(v, y, f"  {v:.2f}", va="center", fontsize=8)
@@ -214,8 +275,13 @@ def plot_scale(path: Path, b: dict):
     fig, ax = plt.subplots(figsize=(6, 4))
     scale = numbered(b, "scale")
     for v, color in (("naive", "#d62728"), ("kv", "#2ca02c")):
-        ax.plot(list(scale), [df.loc[v, "ms_per_run_median"] for df in scale.values()], "o-",
-                color=color, label=v)
+        ax.plot(
+            list(scale),
+            [df.loc[v, "ms_per_run_median"] for df in scale.values()],
+            "o-",
+            color=color,
+            label=v,
+        )
     ax.set_xlabel("new tokens")
     ax.set_ylabel("ms per run (median)")
     ax.set_title("naive is quadratic, the KV cache linear (batch 32, fp32)")
@@ -256,8 +322,13 @@ def plot_idle(path: Path, analyses: dict):
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.5))
     left = [0.0] * len(names)
     for part, values in parts.items():
-        ax.barh(names, values, left=left, color=colors[part],
-                label=part if part == "busy" else f"idle: {part}")
+        ax.barh(
+            names,
+            values,
+            left=left,
+            color=colors[part],
+            label=part if part == "busy" else f"idle: {part}",
+        )
         left = [a + v for a, v in zip(left, values, strict=True)]
     ax.invert_yaxis()
     ax.set_xlabel("ms per step in the capture (window / steps)")
@@ -286,55 +357,87 @@ def repeats(study: Path) -> int:
 def environment(analyses: dict, b: dict) -> str:
     for _, run, _ in analyses.values():
         v, n = run.info.get("versions", {}), run.info.get("nsys", {})
-        return (f"{v.get('gpu')}, driver {v.get('driver')}, torch {v.get('torch')} (CUDA "
-                f"{v.get('torch_cuda')}), transformers {v.get('transformers')}, nvtx "
-                f"{v.get('nvtx')}, Python {v.get('python')}, Nsight Systems {n.get('version')}")
+        return (
+            f"{v.get('gpu')}, driver {v.get('driver')}, torch {v.get('torch')} (CUDA "
+            f"{v.get('torch_cuda')}), transformers {v.get('transformers')}, nvtx "
+            f"{v.get('nvtx')}, Python {v.get('python')}, Nsight Systems {n.get('version')}"
+        )
     return "no captures"
 
 
 def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     b = benches(study)
     if "ladder" not in b:
-        raise GapscopeError(f"{study}: no bench-ladder.json: is this a directory of scripts/study.sh?")
+        raise GapscopeError(
+            f"{study}: no bench-ladder.json: is this a directory of scripts/study.sh?"
+        )
     out.mkdir(parents=True, exist_ok=True)
     caps, analyses = capture_rows(captures(study))
     lad = pd.concat([b["ladder"], b.get("ladder-compile", pd.DataFrame())])
     lad = lad.loc[[v for v in LADDER if v in lad.index]]
-    plot_bars(out / "ladder.png", list(lad.index), list(lad["ms_per_step_median"]),
-              list(lad["ms_per_step_p10"]), list(lad["ms_per_step_p90"]), "ms per step (median, p10–p90)",
-              "The article's ladder, untraced (batch 32, 100 tokens, fp32)")
-    parts = [f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`: "
-             f"{environment(analyses, b)}. GPT-2 124M with seeded random weights, fp32 with TF32 "
-             "matmuls (\"high\"), empty prompts, greedy decoding. Untraced timings are medians of "
-             f"{repeats(study)} runs after a warm-up "
-             "(p10–p90 beside them); captures are nsys traces of steps 31–50. Regenerate with "
-             f"`python -m analysis.study {study} -o DIR`."]
+    plot_bars(
+        out / "ladder.png",
+        list(lad.index),
+        list(lad["ms_per_step_median"]),
+        list(lad["ms_per_step_p10"]),
+        list(lad["ms_per_step_p90"]),
+        "ms per step (median, p10–p90)",
+        "The article's ladder, untraced (batch 32, 100 tokens, fp32)",
+    )
+    parts = [
+        f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`: "
+        f"{environment(analyses, b)}. GPT-2 124M with seeded random weights, fp32 with TF32 "
+        'matmuls ("high"), empty prompts, greedy decoding. Untraced timings are medians of '
+        f"{repeats(study)} runs after a warm-up "
+        "(p10–p90 beside them); captures are nsys traces of steps 31–50. Regenerate with "
+        f"`python -m analysis.study {study} -o DIR`."
+    ]
     if notes is not None:
         parts.append(notes.read_text().strip())
-    parts += ["## 1. The article's ladder (batch 32, 100 new tokens)", md_table(ladder_table(b)),
-              "![ladder](ladder.png)"]
+    parts += [
+        "## 1. The article's ladder (batch 32, 100 new tokens)",
+        md_table(ladder_table(b)),
+        "![ladder](ladder.png)",
+    ]
     if numbered(b, "scale"):
         plot_scale(out / "scaling.png", b)
-        parts += ["### Naive vs KV cache as the sequence grows", md_table(scale_table(b)),
-                  "![scaling](scaling.png)"]
+        parts += [
+            "### Naive vs KV cache as the sequence grows",
+            md_table(scale_table(b)),
+            "![scaling](scaling.png)",
+        ]
     if numbered(b, "batch"):
         plot_batch(out / "batch.png", b)
-        parts += ["### The ping-pong by batch (both compiled)", md_table(batch_table(b)),
-                  "![batch](batch.png)"]
+        parts += [
+            "### The ping-pong by batch (both compiled)",
+            md_table(batch_table(b)),
+            "![batch](batch.png)",
+        ]
     if len(caps):
         plot_idle(out / "idle.png", analyses)
         parts += ["### What the captures show", md_table(caps), "![idle by cause](idle.png)"]
     if "finish" in b:
-        parts += ["## 2. The ladder finished (stop schedule uniform 50–100, batch 32)",
-                  md_table(finish_table(b))]
-    rate = b["finish"]["copy_bytes_per_s"].iloc[0] if "finish" in b else b["ladder"]["copy_bytes_per_s"].iloc[0]
+        parts += [
+            "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)",
+            md_table(finish_table(b)),
+        ]
+    rate = (
+        b["finish"]["copy_bytes_per_s"].iloc[0]
+        if "finish" in b
+        else b["ladder"]["copy_bytes_per_s"].iloc[0]
+    )
     for name in ("graphed", "static"):
         if name in analyses:
             a, run, strings = analyses[name]
             table = kernels_for(a, run, strings, rate)
-            plot_kernels(out / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class")
-            parts += [f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured)",
-                      md_table(table), f"![kernels {name}](kernels-{name}.png)"]
+            plot_kernels(
+                out / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class"
+            )
+            parts += [
+                f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured)",
+                md_table(table),
+                f"![kernels {name}](kernels-{name}.png)",
+            ]
     for name in ("graphed-sync", "graphed", "static"):
         if name in analyses:
             a, _, _ = analyses[name]
@@ -347,14 +450,25 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
 
 @click.command("study")
 @click.argument("study", type=click.Path(path_type=Path))
-@click.option("-o", "out", required=True, type=click.Path(path_type=Path),
-              help="Directory for RESULTS.md and its PNGs.")
-@click.option("--notes", type=click.Path(path_type=Path), default=None,
-              help="A Markdown file of commentary to put after the header, as it is.")
+@click.option(
+    "-o",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Directory for RESULTS.md and its PNGs.",
+)
+@click.option(
+    "--notes",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A Markdown file of commentary to put after the header, as it is.",
+)
 def main(study, out, notes):
     """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh."""
     if not study.is_dir():
-        raise GapscopeError(f"{study}: not a directory; pass the study directory of scripts/study.sh")
+        raise GapscopeError(
+            f"{study}: not a directory; pass the study directory of scripts/study.sh"
+        )
     try:
         path = write_results(study, out, notes)
     except (TraceError, OSError, KeyError, json.JSONDecodeError) as e:
