@@ -6,18 +6,19 @@ For a gap [a, b) with n the op that ends it, L its launch call, T the thread of 
     thread T   [ blocking call (wait) ]   python ...  [launch L]
                   <------ wait_ns ---->  <- host_ns ->  <launch_ns>
 
-wait_ns: T inside a blocking call before it launched n (from a to max(a, L.start)); launch_ns:
-from max(a, L.start) to b; host_ns: the rest. cause: sync if wait_ns > 0, else host if
-L.start >= a, else queued; unknown without L.
+wait_ns: from a until T returns from the blocking calls it was already in when the device
+drained at a (at most until it launched n); launch_ns: from max(a, L.start) to b; host_ns: the
+rest. cause: sync if wait_ns > 0, else host if L.start >= a, else queued; unknown without L.
 
-Once n is launched, a block of T no longer holds n back: a CUDA graph's nodes, replayed while the
-host waits on the previous step's event, leave gaps of launch latency, not of the sync.
+Only a wait that spans the drain is the sync's: a blocking call T enters after a returns at once
+(the device is already idle), so the GPU starved on the host, not on the sync (the two-stream
+ping-pong's event waits, compiled). And once n is launched, a block of T no longer holds n back:
+a CUDA graph's nodes, replayed while the host waits on the previous step's event, leave gaps of
+launch latency, not of the sync.
 """
 
 import numpy as np
 import pandas as pd
-
-from analysis.intervals import Coverage
 
 CAUSES = ("sync", "host", "queued", "unknown")
 SYNC, HOST, QUEUED, UNKNOWN = range(len(CAUSES))
@@ -57,8 +58,14 @@ def split_gaps(gaps: dict, blocking: pd.DataFrame) -> dict:
         rows = np.flatnonzero(known & (tid == thread))
         if len(rows) == 0:
             continue
-        cover = Coverage(group["start"].to_numpy(), group["end"].to_numpy())
-        wait[rows] = cover.covered(a[rows], from_launch[rows])
+        order = np.argsort(group["start"].to_numpy(), kind="stable")
+        starts = group["start"].to_numpy()[order]
+        reach = np.maximum.accumulate(group["end"].to_numpy()[order])
+        # The blocking calls T entered before the drain at a (nested driver calls included):
+        # T held on from a until the last of them returned.
+        before = np.searchsorted(starts, a[rows], side="left") - 1
+        held_until = np.where(before >= 0, reach[np.maximum(before, 0)], a[rows])
+        wait[rows] = np.clip(np.minimum(held_until, from_launch[rows]) - a[rows], 0, None)
     launch_ns = np.where(known, b - from_launch, 0)
     cause = np.where(wait > 0, SYNC, np.where(launch >= a, HOST, QUEUED))
     return gaps | {

@@ -278,3 +278,17 @@ def test_a_block_after_the_next_op_was_launched_is_launch_time_not_sync(tmp_path
     assert list(a.gaps["cause"]) == ["queued"]
     assert (a.gaps["wait_ns"][0], a.gaps["launch_ns"][0], a.gaps["host_ns"][0]) == (0, 10, 0)
     assert a.summary["sync_free_speedup"] == 1.0
+
+
+def test_a_block_entered_after_the_drain_is_host_time_not_sync(tmp_path):
+    # The ping-pong's event wait when the host is the slow side: k1 ends at 20, the host enters
+    # cudaEventSynchronize at 25 (returns at 27: the event had long completed), launches k2 at
+    # 40. Nothing held the GPU back but the host: 20-40 host, 40-50 launch.
+    t = Synth()
+    t.range("Step 1", 0, 100)
+    t.launch(2, 4, 10, 20, name="k1")
+    t.call("cudaEventSynchronize", 25, 27)
+    t.launch(40, 42, 50, 60, name="k2")
+    (a,) = analyse(tmp_path, t)
+    assert list(a.gaps["cause"]) == ["host"]
+    assert (a.gaps["wait_ns"][0], a.gaps["host_ns"][0], a.gaps["launch_ns"][0]) == (0, 20, 10)
