@@ -119,7 +119,7 @@ def causes_trace() -> Synth:
     time     0    10   20   30   40   50   60   70   80   90   100  110  120  130  140  150
     steps    [Step 1 ....................................][Step 2 .......................
     check                                  [55 ........ 80]
-    calls         [k1]           [k2]          [sync 62-80]  [k3]  [k4]              [k6]
+    calls         [k1]           [k2]     [sync 58-80]       [k3]  [k4]              [k6]
     ops                [k1]           [k2]                      [k3]     [k4] [k5] [k6]
     """
     t = Synth()
@@ -128,7 +128,7 @@ def causes_trace() -> Synth:
     t.range("Check Stop Condition", 55, 80)
     t.launch(10, 15, 20, 30, name="k1")
     t.launch(40, 45, 50, 60, name="k2")
-    t.call("cudaStreamSynchronize_v3020", 62, 80)
+    t.call("cudaStreamSynchronize_v3020", 58, 80)  # entered while k2 runs: it spans the drain
     t.launch(85, 90, 95, 105, name="k3")
     t.launch(100, 102, 110, 120, name="k4")
     t.op(999, 125, 128, name="k5")  # no launch call recorded
