@@ -29,7 +29,16 @@ KERNEL_CLASSES = (
 )
 
 
+# Inductor names a fused pointwise kernel after the ATen ops it took parts from: the bias add of
+# an `addmm`, SDPA's mask, an in-place op's write-back (`copy_`). Those names say nothing of what
+# the kernel computes (the matmuls and the attention stay extern kernels of their own).
+_NOT_COMPUTED = re.compile(
+    r"_(?:addmm|bmm|mm|_scaled_dot_product_\w*?attention)(?=_)|(?<=_)copy_(?=_)")
+
+
 def classify(name: str) -> str:
+    if re.match(r"triton_(?:poi|per|red)_", name):
+        name = _NOT_COMPUTED.sub("", name)
     for cls, pattern in KERNEL_CLASSES:
         if pattern.search(name):
             return cls

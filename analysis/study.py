@@ -371,12 +371,13 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
         raise GapscopeError(
             f"{study}: no bench-ladder.json: is this a directory of scripts/study.sh?"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    fig = out / "figures"
+    fig.mkdir(parents=True, exist_ok=True)
     caps, analyses = capture_rows(captures(study))
     lad = pd.concat([b["ladder"], b.get("ladder-compile", pd.DataFrame())])
     lad = lad.loc[[v for v in LADDER if v in lad.index]]
     plot_bars(
-        out / "ladder.png",
+        fig / "ladder.png",
         list(lad.index),
         list(lad["ms_per_step_median"]),
         list(lad["ms_per_step_p10"]),
@@ -397,25 +398,29 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     parts += [
         "## 1. The article's ladder (batch 32, 100 new tokens)",
         md_table(ladder_table(b)),
-        "![ladder](ladder.png)",
+        "![ladder](figures/ladder.png)",
     ]
     if numbered(b, "scale"):
-        plot_scale(out / "scaling.png", b)
+        plot_scale(fig / "scaling.png", b)
         parts += [
             "### Naive vs KV cache as the sequence grows",
             md_table(scale_table(b)),
-            "![scaling](scaling.png)",
+            "![scaling](figures/scaling.png)",
         ]
     if numbered(b, "batch"):
-        plot_batch(out / "batch.png", b)
+        plot_batch(fig / "batch.png", b)
         parts += [
             "### The ping-pong by batch (both compiled)",
             md_table(batch_table(b)),
-            "![batch](batch.png)",
+            "![batch](figures/batch.png)",
         ]
     if len(caps):
-        plot_idle(out / "idle.png", analyses)
-        parts += ["### What the captures show", md_table(caps), "![idle by cause](idle.png)"]
+        plot_idle(fig / "idle.png", analyses)
+        parts += [
+            "### What the captures show",
+            md_table(caps),
+            "![idle by cause](figures/idle.png)",
+        ]
     if "finish" in b:
         parts += [
             "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)",
@@ -431,18 +436,18 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
             a, run, strings = analyses[name]
             table = kernels_for(a, run, strings, rate)
             plot_kernels(
-                out / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class"
+                fig / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class"
             )
             parts += [
                 f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured)",
                 md_table(table),
-                f"![kernels {name}](kernels-{name}.png)",
+                f"![kernels {name}](figures/kernels-{name}.png)",
             ]
     for name in ("graphed-sync", "graphed", "static"):
         if name in analyses:
             a, _, _ = analyses[name]
-            plot_analysis(a, name, out / f"timeline-{name}.png")
-            parts.append(f"![timeline {name}](timeline-{name}.png)")
+            plot_analysis(a, name, fig / f"timeline-{name}.png")
+            parts.append(f"![timeline {name}](figures/timeline-{name}.png)")
     path = out / "RESULTS.md"
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path

@@ -14,7 +14,7 @@ SLOT_ALIGN = 16
 
 
 def new_kv_cache(model, batch: int, max_len: int) -> dict:
-    """Zeros, so masked slots are finite (a NaN there would poison the SDPA kernels' sums)."""
+    """Zeros, so masked slots are finite (a NaN there would poison the attention sums)."""
     c = model.config
     p = next(model.parameters())
     max_len = -(-max_len // SLOT_ALIGN) * SLOT_ALIGN  # slots past the last position stay masked

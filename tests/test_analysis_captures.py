@@ -3,7 +3,6 @@ projection, the ledger, and the facts that tell the variants apart, each read of
 export directly as well."""
 
 import hashlib
-import re
 import sqlite3
 from pathlib import Path
 
@@ -153,15 +152,7 @@ SYNC_NS = {
     "static": 1144354, "pipelined-seed": 0, "compiled": 9056497, "pipelined": 0,
     "pipelined-compile": 0, "nocheck": 0, "graphed-sync": 761758, "graphed": 0,
 }
-EVENT_ALREADY_DONE = pytest.mark.xfail(strict=True, reason=(
-    "gaps.split_gaps counts a cudaEventSynchronize that begins after the device drained (its event "
-    "long done, ~10 us of API time in a ~200 us host gap) as wait, and calls the whole gap sync"))
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=EVENT_ALREADY_DONE) if re.match(r"pipelined(-compile)?$", n) else n
-    for n in sorted(SYNC_NS)
-])
+@pytest.mark.parametrize("name", sorted(SYNC_NS))
 def test_idle_of_cause_sync_only_where_the_host_blocks_before_the_drain(name):
     (a,) = analyze(load_trace(RUNS / name / "capture.sqlite"))
     assert a.summary["idle_ns_by_cause"]["sync"] == SYNC_NS[name]

@@ -15,9 +15,6 @@ GRAPHED = Path(__file__).parent / "data" / "runs" / "graphed" / "capture.sqlite"
 # Inductor names a fused kernel after the ATen ops it took pointwise parts from: the bias add of
 # an `addmm`, the mask built for SDPA, an in-place op's write-back (`copy_`). The matmuls and the
 # attention stay extern kernels (compiled runs 49 `Kernel2` a step: 4 a layer and lm_head).
-NOT_THE_MATMUL = pytest.mark.xfail(strict=True, reason="classify: `mm_` matches Triton's `addmm_`")
-NOT_THE_ATTENTION = pytest.mark.xfail(strict=True, reason="classify: SDPA's mask taken for SDPA")
-NOT_A_COPY = pytest.mark.xfail(strict=True, reason="classify: a `copy_` write-back taken as a copy")
 
 # Every kernel name (shortName) in tests/data/runs/*/capture.sqlite.
 REAL_NAMES = [
@@ -35,20 +32,15 @@ REAL_NAMES = [
     ("triton_red_fused_add_embedding_native_layer_norm_view_0", "layernorm"),
     ("triton_poi_fused_add_arange_index_copy_split_transpose_view_1", "index/copy"),
     ("triton_poi_fused_add_arange_index_copy_split_transpose_view_2", "index/copy"),
-    pytest.param("triton_per_fused_add_addmm_embedding_native_layer_norm_view_4", "layernorm",
-                 marks=NOT_THE_MATMUL),
-    pytest.param("triton_per_fused_add_addmm_native_layer_norm_view_6", "layernorm",
-                 marks=NOT_THE_MATMUL),
-    pytest.param("triton_per_fused_add_addmm_native_layer_norm_view_7", "layernorm",
-                 marks=NOT_THE_MATMUL),
-    pytest.param("triton_per_fused_add_addmm_native_layer_norm_view_8", "layernorm",
-                 marks=NOT_THE_MATMUL),
-    pytest.param("triton_poi_fused_add_addmm_mul_pow_tanh_view_5", "elementwise",
-                 marks=NOT_THE_MATMUL),
+    pytest.param("triton_per_fused_add_addmm_embedding_native_layer_norm_view_4", "layernorm"),
+    pytest.param("triton_per_fused_add_addmm_native_layer_norm_view_6", "layernorm"),
+    pytest.param("triton_per_fused_add_addmm_native_layer_norm_view_7", "layernorm"),
+    pytest.param("triton_per_fused_add_addmm_native_layer_norm_view_8", "layernorm"),
+    pytest.param("triton_poi_fused_add_addmm_mul_pow_tanh_view_5", "elementwise"),
     pytest.param("triton_poi_fused__scaled_dot_product_efficient_attention_constant_pad_nd_expand"
                  "_le_scalar_tensor_slice_split_transpose_view_where_3", "elementwise",
-                 marks=NOT_THE_ATTENTION, id="triton_poi_fused__scaled_dot_product_..._where_3"),
-    pytest.param("triton_poi_fused_add_copy__9", "elementwise", marks=NOT_A_COPY),
+                 id="triton_poi_fused__scaled_dot_product_..._where_3"),
+    pytest.param("triton_poi_fused_add_copy__9", "elementwise"),
 ]
 
 

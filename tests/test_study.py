@@ -1,0 +1,61 @@
+"""RESULTS.md from a study directory: the tables say what the bench files and captures say."""
+
+import json
+import shutil
+
+from click.testing import CliRunner
+
+from analysis.study import bytes_per_step, main
+
+CONFIG = {"model": "gpt2", "dtype": "fp32", "batch": 32, "new_tokens": 100}
+
+
+def bench_entry(variant: str, ms_per_step: float, spread: float = 0.1) -> dict:
+    return {"variant": variant, "steps": 100, "ms_per_step_median": ms_per_step,
+            "ms_per_step_p10": ms_per_step - spread, "ms_per_step_p90": ms_per_step + spread,
+            "ms_per_run_median": 100 * ms_per_step, "peak_allocated_bytes": 2**30,
+            "peak_reserved_bytes": 2**31, "fragmentation": 0.5, "weight_floor_pct": 2.0}
+
+
+def write_bench(path, entries: list, compile_mode=None) -> None:
+    path.write_text(json.dumps({"config": {"compile": compile_mode, "repeats": 5},
+                                "copy_bytes_per_s": 4e12, "results": entries}))
+
+
+def test_linear_weights_and_the_padded_cache_are_the_least_bytes_a_step_moves():
+    # 12 layers of (768x2304 + 768x768 + 2 x 768x3072 weights, 6912 biases) + a 50257x768 head.
+    assert bytes_per_step(CONFIG, own_cache=False) == {
+        "gemm": (12 * (7077888 + 6912) + 38597376) * 4, "attention": 2 * 12 * 32 * 100 * 768 * 4}
+    # Our own cache pads its 100 slots to 112.
+    assert bytes_per_step(CONFIG, own_cache=True)["gemv"] == 2 * 12 * 32 * 112 * 768 * 4
+
+
+def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data_dir):
+    study = tmp_path / "study-x"
+    run = study / "capture" / "20261130T000000Z-static"
+    run.mkdir(parents=True)
+    shutil.copy(data_dir / "h200-eager-static-bs16.sqlite", run / "capture.sqlite")
+    (run / "run.json").write_text(json.dumps({
+        "config": {**CONFIG, "variant": "static", "batch": 16}, "timing": {"ms_per_step": 8.0},
+        "untraced": {"ms_per_step_median": 5.0}}))
+    write_bench(study / "bench-ladder.json", [bench_entry("naive", 6.0), bench_entry("kv", 4.0)])
+    write_bench(study / "bench-ladder-compile.json", [bench_entry("pipelined", 2.0)], "default")
+    write_bench(study / "bench-batch-1.json", [bench_entry("compiled", 2.2, 0.05),
+                                               bench_entry("pipelined", 2.0, 0.05)], "default")
+    result = CliRunner().invoke(main, [str(study), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "RESULTS.md").read_text()
+    assert "| kv | 4.000 | 3.90–4.10 | 1.50x | 1024 | 2048 | 50.0% |" in text
+    assert "| pipelined+compile | 2.000 | 1.90–2.10 | 3.00x |" in text
+    # 2.2 / 2.0 - 1, and the p10-p90 ranges (2.15-2.25, 1.95-2.05) do not overlap.
+    assert "| 1 | 2.200 | 2.000 | +10.0% | no |" in text
+    # The METRICS.md reference trace: 13.2% busy (23864070 of 180644905 ns), +60% under nsys.
+    assert "| static | 8.000 | 5.000 | +60% | 392 | 392 | 13.2% |" in text
+    assert sorted(p.name for p in (tmp_path / "out" / "figures").iterdir()) == [
+        "batch.png", "idle.png", "kernels-static.png", "ladder.png", "timeline-static.png"]
+
+
+def test_a_directory_without_a_ladder_bench_is_one_line_and_exit_2(tmp_path):
+    result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "no bench-ladder.json" in result.output and len(result.output.splitlines()) == 1
