@@ -261,8 +261,8 @@ def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel
         [b - v for v, b in zip(values, hi, strict=True)],
     ]
     ax.barh(labels, values, xerr=err, color="#1f77b4", capsize=3)
-    for y, v in enumerate(values):
-        ax.text(v, y, f"  {v:.2f}", va="center", fontsize=8)
+    for y, (v, top) in enumerate(zip(values, hi, strict=True)):
+        ax.text(top, y, f"  {v:.2f}", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.set_title(title)
