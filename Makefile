@@ -9,7 +9,7 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 VARIANT ?= pipelined
 ARGS   ?=
-DEMO_TRACES ?= tests/data/h200-eager-static-bs16.sqlite tests/data/h200-eager-pipelined-seed-bs16.sqlite
+DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-compile graphed-sync graphed)
 
 ifdef NO_VENV
 PY := $(PYTHON)

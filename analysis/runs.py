@@ -68,6 +68,8 @@ def resolve_run(arg: str) -> Run:
         stem = path.parent.resolve().name if path.name == TRACE_NAME else path.stem
     config = info.get("config")
     variant = config.get("variant") if isinstance(config, dict) else None
+    if variant and config.get("compile") not in (None, "none") and variant != "compiled":
+        variant = f"{variant}+compile"
     return Run(trace, str(variant) if variant else stem, info)
 
 

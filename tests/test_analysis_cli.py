@@ -196,3 +196,12 @@ def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
         assert result.stdout == ""
         assert len(result.stderr.splitlines()) == 1 and message in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_run_is_labelled_by_its_variant_and_compile_mode(data_dir):
+    from analysis.runs import resolve_run
+
+    runs = data_dir / "runs"
+    assert resolve_run(str(runs / "pipelined-compile")).label == "pipelined+compile"
+    assert resolve_run(str(runs / "compiled")).label == "compiled"
+    assert resolve_run(str(runs / "static" / "capture.sqlite")).label == "static"
