@@ -39,6 +39,7 @@ LADDER = [
     "pipelined-seed+compile",
     "hf-generate",
 ]
+LADDER_BENCHES = ("ladder", "ladder-expandable", "ladder-compile")
 # GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
 MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
 DTYPE_BYTES = {"fp32": 4, "bf16": 2}
@@ -82,7 +83,7 @@ def md_table(df: pd.DataFrame) -> str:
 
 
 def ladder_table(b: dict) -> pd.DataFrame:
-    rows = pd.concat([b["ladder"], b.get("ladder-compile", pd.DataFrame())])
+    rows = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
     rows = rows.loc[[v for v in LADDER if v in rows.index]]
     base = rows.loc["naive", "ms_per_step_median"]
     return pd.DataFrame(
@@ -374,7 +375,7 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     fig = out / "figures"
     fig.mkdir(parents=True, exist_ok=True)
     caps, analyses = capture_rows(captures(study))
-    lad = pd.concat([b["ladder"], b.get("ladder-compile", pd.DataFrame())])
+    lad = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
     lad = lad.loc[[v for v in LADDER if v in lad.index]]
     plot_bars(
         fig / "ladder.png",

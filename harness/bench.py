@@ -25,7 +25,9 @@ COPY_BYTES_CPU = 64 << 20  # keeps the CPU tests fast
 def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
     configs = bench_configs(cfg, variants)
     if "kv-expandable" in variants:
-        set_expandable_segments(False)  # decided per variant below, once CUDA is up
+        # Alone, it is set before CUDA starts, so every segment is expandable (share 1.0); mixed
+        # with others it is switched per variant once CUDA is up, and only later segments are.
+        set_expandable_segments(variants == ["kv-expandable"])
     model = load_model(cfg)
     rate = copy_bytes_per_s(cfg.device)
     results = [bench_variant(model, c, repeats, rate) for c in configs]

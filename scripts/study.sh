@@ -61,7 +61,9 @@ bench() {
 }
 
 if want ladder; then
-  bench bench-ladder --variants naive,kv,kv-expandable,static,compiled,pipelined,hf-generate "${common[@]}"
+  bench bench-ladder --variants naive,kv,static,compiled,pipelined,hf-generate "${common[@]}"
+  # Alone in its process: the allocator setting must be in place before CUDA starts.
+  bench bench-ladder-expandable --variants kv-expandable "${common[@]}"
   bench bench-ladder-compile --variants pipelined,pipelined-seed --compile default "${common[@]}"
 fi
 if want scale; then

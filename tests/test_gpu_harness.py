@@ -137,6 +137,16 @@ def test_kv_expandable_sets_the_allocator_before_cuda_starts(tmp_path):
     assert harness_run(tmp_path, "kv")["result"]["expandable_segment_share"] == 0.0
 
 
+def test_kv_expandable_benched_alone_has_every_segment_expandable(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "bench", "--variants", "kv-expandable", "--json",
+         str(out), "--model", "tiny", "--batch", "4", "--new-tokens", "12", "--repeats", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["results"][0]["expandable_segment_share"] == 1.0
+
+
 def test_graphed_run_json_on_the_gpu(tmp_path):
     record = harness_run(tmp_path, "graphed")
     assert record["versions"]["gpu"] and record["versions"]["torch_cuda"]
