@@ -3,6 +3,7 @@
 import importlib
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -34,7 +35,28 @@ def _importable(module: str) -> bool:
         return False
 
 
-class Group(click.Group):
+class OneLineErrors:
+    """Usage errors in one line (click's own take four: usage, a hint, a blank, the error)."""
+
+    def main(self, *args, **kwargs):
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            click.echo(f"gapscope: error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("gapscope: aborted", err=True)
+            sys.exit(1)
+
+
+class Command(OneLineErrors, click.Command):
+    pass
+
+
+class Group(OneLineErrors, click.Group):
     def list_commands(self, ctx):
         lazy = [n for n, target in LAZY_COMMANDS.items() if _importable(target.split(":")[0])]
         return sorted([*super().list_commands(ctx), *lazy])

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.cli import GapscopeError  # noqa: E402
+from analysis.cli import Command, GapscopeError  # noqa: E402
 from analysis.errors import TraceError  # noqa: E402
 from analysis.kernels import kernel_table, op_names  # noqa: E402
 from analysis.loader import load_trace, read_full_names  # noqa: E402
@@ -454,7 +454,7 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     return path
 
 
-@click.command("study")
+@click.command("study", cls=Command)
 @click.argument("study", type=click.Path(path_type=Path))
 @click.option(
     "-o",

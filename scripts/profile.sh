@@ -56,6 +56,14 @@ for arg in "$@"; do
   prev=$arg
 done
 
+# A wrong name is a usage error, found before anything else is looked for (nsys, a GPU).
+"$PY" - "$variant" <<'PYCHECK' || die 2 "unknown variant '$variant': $usage"
+import sys
+from harness.config import VARIANT_NAMES
+# hf-generate has no per-step NVTX ranges: there is nothing to capture step by step.
+sys.exit(0 if sys.argv[1] in VARIANT_NAMES and sys.argv[1] != "hf-generate" else 1)
+PYCHECK
+
 nsys=$(find_nsys)
 require_nsys_version "$nsys"
 nsys_ver=$(nsys_version "$nsys")

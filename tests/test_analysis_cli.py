@@ -205,3 +205,12 @@ def test_a_run_is_labelled_by_its_variant_and_compile_mode(data_dir):
     assert resolve_run(str(runs / "pipelined-compile")).label == "pipelined+compile"
     assert resolve_run(str(runs / "compiled")).label == "compiled"
     assert resolve_run(str(runs / "static" / "capture.sqlite")).label == "static"
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["report", "tests/data/runs/static"],
+                                  ["analyze"], ["study", "docs"]])
+def test_usage_errors_are_one_line_and_exit_2(args):
+    proc = subprocess.run([sys.executable, "-m", "analysis.cli", *args], capture_output=True,
+                          text=True, cwd=Path(__file__).parent.parent)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("gapscope: error: ") and len(proc.stderr.splitlines()) == 1

@@ -199,6 +199,17 @@ def test_profile_without_a_variant_is_a_usage_error(tmp_path):
     assert run_dirs(tmp_path) == []
 
 
+@pytest.mark.parametrize("variant", ["nope", "hf-generate"])
+def test_an_unknown_or_uncapturable_variant_is_a_usage_error_before_nsys_is_looked_for(
+        tmp_path, variant):
+    env = make_env(tmp_path, PATH=path_without_nsys())  # no nsys anywhere: the name fails first
+    result = run_script("profile.sh", env, variant, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"gapscope: unknown variant '{variant}': usage:")
+    assert len(result.stderr.splitlines()) == 1
+    assert run_dirs(tmp_path) == []
+
+
 def test_profile_refuses_an_out_option_it_sets_itself(tmp_path):
     result = run_script("profile.sh", make_env(tmp_path), "static", "--out", "x", cwd=tmp_path)
     assert result.returncode == 2
@@ -483,14 +494,15 @@ def test_profile_all_goes_past_a_failing_variant_and_reports_it(tmp_path):
     env = make_env(tmp_path, VARIANTS="static no-such-variant")
     result = run_script("profile-all.sh", env, *CPU_RUN, cwd=tmp_path)
     (ok_run,) = [d for d in run_dirs(tmp_path) if d.name.endswith("-static")]
-    (failed_run,) = [d for d in run_dirs(tmp_path) if d.name.endswith("-no-such-variant")]
+    # The unknown name is refused before a run directory is made.
+    assert [d for d in run_dirs(tmp_path) if d.name.endswith("-no-such-variant")] == []
     progress = [line for line in result.stderr.splitlines() if line.startswith("gapscope: [")]
     assert progress[0] == "gapscope: [1/2] static ..."
     assert re.match(r"^gapscope: \[1/2\] static ok in \d+ s \(total \d+ s\)$", progress[1])
     assert progress[2] == "gapscope: [2/2] no-such-variant ..."
     assert re.match(r"^gapscope: \[2/2\] no-such-variant FAILED with exit 2 in \d+ s", progress[3])
     assert last_line(result.stderr) == (
-        f"gapscope: 1 of 2 variants failed: no-such-variant (exit 2, {failed_run})"
+        "gapscope: 1 of 2 variants failed: no-such-variant (exit 2)"
     )
     assert result.returncode == 1
     assert json.loads((ok_run / "run.json").read_text())["nsys"]["path"] == str(FAKE)
