@@ -292,3 +292,17 @@ def test_a_block_entered_after_the_drain_is_host_time_not_sync(tmp_path):
     (a,) = analyse(tmp_path, t)
     assert list(a.gaps["cause"]) == ["host"]
     assert (a.gaps["wait_ns"][0], a.gaps["host_ns"][0], a.gaps["launch_ns"][0]) == (0, 20, 10)
+
+
+def test_a_block_entered_exactly_at_the_drain_is_host_time_and_one_just_before_it_waits(
+        tmp_path):
+    t = Synth()
+    t.range("Step 1", 0, 100)
+    t.launch(2, 4, 10, 20, name="k1")
+    t.call("cudaStreamSynchronize", 20, 24)  # entered as k1 ends: nothing left to wait for
+    t.launch(30, 32, 40, 50, name="k2")
+    t.call("cudaStreamSynchronize", 49, 56)  # entered 1 ns before k2 ends: waits 50-56
+    t.launch(60, 62, 70, 80, name="k3")
+    (a,) = analyse(tmp_path, t)
+    assert list(a.gaps["cause"]) == ["host", "sync"]
+    assert list(a.gaps["wait_ns"]) == [0, 6]
