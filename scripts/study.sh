@@ -83,9 +83,9 @@ if want finish; then
 fi
 
 if want capture; then
-  set -- $captures
+  read -r -a names <<<"$captures"
   i=0
-  for c in "$@"; do
+  for c in "${names[@]}"; do
     i=$((i + 1))
     variant=${c%%+*}
     opts=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high)
@@ -94,8 +94,8 @@ if want capture; then
       compiled) opts+=(--compile default) ;;
       deferred|check-every-k|graphed|graphed-sync|nocheck) opts+=(--stop "$stop") ;;
     esac
-    if ls -d "$dir/capture/"*"-$c" >/dev/null 2>&1; then say "capture $i/$#: $c done before, kept"; continue; fi
-    say "capture $i/$#: $c"
+    if ls -d "$dir/capture/"*"-$c" >/dev/null 2>&1; then say "capture $i/${#names[@]}: $c done before, kept"; continue; fi
+    say "capture $i/${#names[@]}: $c"
     if ! TRACES_DIR="$dir/capture" RUN_NAME="$c" GAPSCOPE_UNTRACED_REPEATS="$repeats" \
         bash scripts/profile.sh "$variant" "${opts[@]}" > "$dir/capture/$c.log" 2>&1; then
       say "capture $c FAILED (see $dir/capture/$c.log); going on"

@@ -65,7 +65,9 @@ def test_window_marks_its_edges_and_starts_the_profiler_only_on_cuda(monkeypatch
     assert calls == []
 
 
-def test_window_calls_profiler_start_before_step_start_plus_1_and_stop_after_stop(monkeypatch):
+@pytest.fixture
+def profiler_calls(monkeypatch) -> list:
+    """What the window asks of CUDA, in order, with a stand-in cudart on a machine without one."""
     calls = []
 
     class Cudart:
@@ -78,6 +80,11 @@ def test_window_calls_profiler_start_before_step_start_plus_1_and_stop_after_sto
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "cudart", Cudart)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
+    return calls
+
+
+def test_window_calls_profiler_start_before_step_start_plus_1_and_stop_after_stop(profiler_calls):
+    calls = profiler_calls
     window = ProfilerWindow(2, 4, active=True)
     for i in range(1, 6):
         with window_step(window, i):
@@ -85,19 +92,8 @@ def test_window_calls_profiler_start_before_step_start_plus_1_and_stop_after_sto
     assert calls == [1, 2, "start", 3, 4, "sync", "stop", 5]
 
 
-def test_a_run_that_ends_inside_the_window_closes_it(monkeypatch):
-    calls = []
-
-    class Cudart:
-        def cudaProfilerStart(self):
-            calls.append("start")
-
-        def cudaProfilerStop(self):
-            calls.append("stop")
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "cudart", Cudart)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
+def test_a_run_that_ends_inside_the_window_closes_it(profiler_calls):
+    calls = profiler_calls
     window = ProfilerWindow(1, 10, active=True)
     for i in range(1, 4):
         with window_step(window, i):
