@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.loader import OP_KIND_NAMES
+from analysis.loader import op_names as loader_op_names
 
 # Checked in order; the first pattern that matches a kernel's name gives its class. Names are
 # cuBLAS/cutlass/nvjet for GEMMs (cuBLAS' generic `Kernel2` too), fmha/flash for attention,
@@ -46,10 +46,9 @@ def classify(name: str) -> str:
 
 
 def op_names(ops: pd.DataFrame, strings: dict) -> pd.Series:
-    """Kernel names from their string ids; copies and sets by their kind ([memcpy], [memset])."""
-    kernel_names = ops["name_id"].map(strings)
-    kind_names = ops["kind"].map(OP_KIND_NAMES)
-    return kernel_names.where(ops["kind"] == 0, kind_names).fillna("?")
+    """The ops' names (loader.op_names) as a Series aligned with `ops`."""
+    names = loader_op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
+    return pd.Series(names, index=ops.index)
 
 
 def op_classes(ops: pd.DataFrame, names: pd.Series, full_names: pd.DataFrame | None = None):

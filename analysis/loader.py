@@ -59,6 +59,14 @@ BLOCKING_CALLS = frozenset({
 _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
 
 
+def op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray:
+    """Kernel names from their string ids, copies and sets by their kind ([memcpy], [memset]);
+    each distinct name looked up once."""
+    codes, keys = pd.factorize(np.where(kind == KERNEL, name_id, -1 - kind))
+    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in keys]
+    return np.array(names, dtype=object)[codes]
+
+
 def strip_api_suffix(name: str) -> str:
     return _API_SUFFIX.sub("", name)
 

@@ -8,7 +8,7 @@ import pandas as pd
 from analysis.errors import TraceError
 from analysis.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from analysis.intervals import Coverage
-from analysis.loader import OP_KIND_NAMES, Trace
+from analysis.loader import Trace, op_names
 from analysis.steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
@@ -103,15 +103,8 @@ def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
     out = {"step": step}
     out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
     out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
-    out["next_op"] = _op_names(gaps["next_kind"], gaps["next_name_id"], strings)
+    out["next_op"] = op_names(gaps["next_kind"], gaps["next_name_id"], strings)
     return pd.DataFrame(out)
-
-
-def _op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray:
-    """Kernel names (memcpy/memset by kind), looked up once per distinct name."""
-    codes, keys = pd.factorize(np.where(kind == 0, name_id, -1 - kind))
-    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in keys]
-    return np.array(names, dtype=object)[codes]
 
 
 def _add_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> None:
