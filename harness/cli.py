@@ -30,6 +30,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop", default="none", help="none, fixed:S, uniform:A-B or geometric:P")
     p.add_argument("--stop-seed", type=int, default=0)
     p.add_argument("--k", type=int, default=None, help="check-every-k: sync every K steps (8)")
+    p.add_argument("--branches", type=int, default=None,
+                   help="fused: micro-batches run side by side on their own streams (2)")
     p.add_argument("--window", default=None, help="START:STOP, profile steps START+1..STOP (30:50)")
     p.add_argument("--seed", type=int, default=0, help="weights")
     p.add_argument("--device", default="cuda", help="cuda or cpu")
@@ -58,7 +60,7 @@ def to_config(args: argparse.Namespace, variant: str) -> RunConfig:
         variant=variant, out=getattr(args, "out", None), model=args.model, batch=args.batch,
         new_tokens=args.new_tokens, dtype=args.dtype, matmul_precision=args.matmul_precision,
         compile=args.compile, stop=args.stop, stop_seed=args.stop_seed, k=args.k,
-        window=args.window, seed=args.seed, device=args.device,
+        branches=args.branches, window=args.window, seed=args.seed, device=args.device,
         gpu_sleep_cycles=args.gpu_sleep_cycles)
 
 

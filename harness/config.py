@@ -5,14 +5,15 @@ from pathlib import Path
 
 VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
-    "deferred", "check-every-k", "graphed", "graphed-sync", "nocheck", "hf-generate",
+    "deferred", "check-every-k", "graphed", "graphed-sync", "fused", "nocheck", "hf-generate",
 )
 # A dynamic cache changes shape every step (compiling only recompiles); hf-generate compiles its
 # static-cache step by itself.
 NO_COMPILE = ("naive", "kv", "kv-expandable", "hf-generate")
-NEEDS_CUDA = ("graphed", "graphed-sync")
+NEEDS_CUDA = ("graphed", "graphed-sync", "fused")
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
+DEFAULT_BRANCHES = 2  # fused: micro-batches side by side (docs/RESULTS.md measures 1, 2, 4)
 
 
 class ConfigError(ValueError):
@@ -32,6 +33,7 @@ class RunConfig:
     stop: str = "none"
     stop_seed: int = 0
     k: int | None = None  # None: DEFAULT_K for check-every-k
+    branches: int | None = None  # None: DEFAULT_BRANCHES for fused
     window: str | None = None  # None: "30:50", or "0:N" when fewer than 50 new tokens
     seed: int = 0
     device: str = "cuda"
@@ -42,6 +44,7 @@ class RunConfig:
         d["out"] = str(self.out) if self.out is not None else None
         d["compile"] = compile_mode(self)
         d["k"] = check_every(self)
+        d["branches"] = branch_count(self)
         d["window"] = "{}:{}".format(*profile_window(self))
         return d
 
@@ -56,6 +59,12 @@ def check_every(cfg: RunConfig) -> int | None:
     if cfg.variant != "check-every-k":
         return None
     return DEFAULT_K if cfg.k is None else cfg.k
+
+
+def branch_count(cfg: RunConfig) -> int | None:
+    if cfg.variant != "fused":
+        return None
+    return DEFAULT_BRANCHES if cfg.branches is None else cfg.branches
 
 
 def profile_window(cfg: RunConfig) -> tuple[int, int]:
@@ -114,12 +123,18 @@ def validate(cfg: RunConfig) -> RunConfig:
     if v in NEEDS_CUDA and mode == "reduce-overhead":
         raise ConfigError(f"{v} is its own CUDA graph: --compile default fuses its kernels, "
                           "reduce-overhead would nest compile's graphs in it")
+    if v == "fused" and mode != "none":
+        raise ConfigError("fused is its own fused step in a CUDA graph: --compile does not apply")
     if v == "compiled" and mode == "none":
         raise ConfigError("compiled with --compile none is static: use --variant static")
     if cfg.k is not None and v != "check-every-k":
         raise ConfigError(f"--k only applies to check-every-k, not {v}")
     if v == "check-every-k" and check_every(cfg) < 1:
         raise ConfigError(f"--k must be >= 1, got {cfg.k}")
+    if cfg.branches is not None and v != "fused":
+        raise ConfigError(f"--branches only applies to fused, not {v}")
+    if v == "fused" and not 1 <= branch_count(cfg) <= cfg.batch:
+        raise ConfigError(f"--branches must be 1..batch ({cfg.batch}), got {cfg.branches}")
     start, stop = profile_window(cfg)
     if not 0 <= start < stop <= cfg.new_tokens:
         raise ConfigError(
@@ -135,8 +150,10 @@ def validate(cfg: RunConfig) -> RunConfig:
 
 
 def bench_configs(cfg: RunConfig, variants: list[str]) -> list[RunConfig]:
-    """--k belongs to check-every-k only; every other option applies to each variant as given."""
-    return [validate(replace(cfg, variant=v, k=cfg.k if v == "check-every-k" else None))
+    """--k belongs to check-every-k only, --branches to fused; every other option applies to each
+    variant as given."""
+    return [validate(replace(cfg, variant=v, k=cfg.k if v == "check-every-k" else None,
+                             branches=cfg.branches if v == "fused" else None))
             for v in variants]
 
 

@@ -51,10 +51,14 @@ def state_tensors(st: dict) -> list[torch.Tensor]:
 
 def advance(st: dict, logits: torch.Tensor) -> torch.Tensor:
     """Greedy token for this step, stop schedule applied; returns the all-finished flag [1] bool."""
+    return advance_tokens(st, logits.argmax(-1))
+
+
+def advance_tokens(st: dict, nxt: torch.Tensor) -> torch.Tensor:
+    """advance() from the greedy tokens nxt [B] (long) already chosen."""
     if st["sleep_cycles"]:
         torch.cuda._sleep(st["sleep_cycles"])  # test-only: a slow GPU lets the host run ahead
     step = st["pos"] + 1  # [1]
-    nxt = logits.argmax(-1)  # [B]
     fin = st["finished"]
     fin |= (nxt == EOS) | (step >= st["stops"])
     nxt = torch.where(fin, EOS, nxt)  # finished sequences keep emitting EOS

@@ -11,6 +11,7 @@
     check-every-k   .item() every K steps only: fewer syncs, overshoot < K
     graphed         our own GPT-2 step in one CUDA graph, deferred check: launch cost gone
     graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
+    fused           graphed with 8 kernels a layer (Triton attention), micro-batches on streams
     nocheck         no stop check at all, all N steps: the bound
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """
@@ -21,8 +22,9 @@ import os
 import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StaticCache
 
-from harness.config import RunConfig, check_every, compile_mode
+from harness.config import RunConfig, branch_count, check_every, compile_mode
 from harness.decode import advance, deferred_loop, sync_loop
+from harness.fused_step import fused_step, new_fused_cache, split
 from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
 from harness.model import EOS
 
@@ -100,6 +102,10 @@ def graphed_sync(model, cfg: RunConfig, st: dict):
     return own_step(model, cfg, st, graph=True, deferred=False)
 
 
+def fused(model, cfg: RunConfig, st: dict):
+    return fused_own_step(model, cfg, st, graph=True)
+
+
 def hf_generate(model, cfg: RunConfig, st: dict):
     """One call of HF's generate; the stop schedule is forced through a logits processor.
 
@@ -155,6 +161,7 @@ VARIANTS = {
     "check-every-k": static,  # check_every(cfg) is K for it, None (every step) otherwise
     "graphed": graphed,
     "graphed-sync": graphed_sync,
+    "fused": fused,
     "nocheck": nocheck,
     "hf-generate": hf_generate,
 }
@@ -233,6 +240,27 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True
     def eager():
         return advance(st, logits(model, kv_cache, st["token"], st["pos"]))
 
+    return _graphed_loop(st, cfg, eager, graph, deferred)
+
+
+def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool):
+    """The fused step (harness/fused_step.py) over branch_count(cfg) micro-batches, each on a
+    stream of its own on CUDA; graph=False runs it eagerly (on the CPU: Triton's references)."""
+    kv_cache = new_fused_cache(model, cfg.batch, cfg.new_tokens)
+    parts = split(cfg.batch, branch_count(cfg) or 1)
+    cuda = st["ids"].device.type == "cuda"
+    streams = [torch.cuda.Stream() if cuda and len(parts) > 1 else None for _ in parts]
+    nxt = torch.empty(cfg.batch, dtype=torch.long, device=st["ids"].device)  # [B]
+
+    def eager():
+        return fused_step(model, kv_cache, st, parts, streams, nxt)
+
+    return _graphed_loop(st, cfg, eager, graph, deferred=True)
+
+
+def _graphed_loop(st: dict, cfg: RunConfig, eager, graph: bool, deferred: bool):
+    """run(window) for a step: captured in a CUDA graph and replayed (graph), or run eagerly;
+    its flag read one step late (deferred) or with .item() every step."""
     streams = _streams(st, 1)
     if not graph:
         return lambda window: deferred_loop(st, lambda i: eager(), window, streams, True)

@@ -65,7 +65,7 @@ def test_kv_stops_at_the_last_scheduled_step(reference):
 
 @pytest.mark.parametrize("variant", ["naive", "kv-expandable", "static", "compiled", "pipelined",
                                      "pipelined-seed", "deferred", "check-every-k", "graphed",
-                                     "graphed-sync", "nocheck", "hf-generate"])
+                                     "graphed-sync", "fused", "nocheck", "hf-generate"])
 def test_variant_gives_kv_tokens_and_stop_step(gpt2, reference, variant):
     try:
         result = decode(gpt2, variant)
@@ -82,7 +82,14 @@ def test_compiled_step_gives_kv_tokens(gpt2, reference, variant):
     assert result["stop_step"] == reference["stop_step"]
 
 
-@pytest.mark.parametrize("variant", ["pipelined", "deferred", "graphed"])
+@pytest.mark.parametrize("branches", [1, 3, 8])
+def test_fused_gives_kv_tokens_with_any_number_of_micro_batches(gpt2, reference, branches):
+    result = decode(gpt2, "fused", branches=branches)
+    assert torch.equal(result["tokens"], reference["tokens"])
+    assert counts(result) == (reference["stop_step"] + 1, 1, 0)
+
+
+@pytest.mark.parametrize("variant", ["pipelined", "deferred", "graphed", "fused"])
 def test_deferred_check_overshoots_by_exactly_one_step(gpt2, reference, variant):
     assert counts(decode(gpt2, variant)) == (reference["stop_step"] + 1, 1, 0)
 
@@ -110,7 +117,7 @@ def test_pipelined_seed_reads_stale_flags_on_a_slow_gpu(gpt2, slow_reference):
     assert torch.equal(result["tokens"], slow_reference["tokens"])
 
 
-@pytest.mark.parametrize("variant", ["static", "graphed"])
+@pytest.mark.parametrize("variant", ["static", "graphed", "fused"])
 def test_steps_make_no_host_sync_outside_the_stop_check(gpt2, reference, variant):
     run = make_decoder(gpt2, config(variant))
     run(no_window())  # the first run may sync (lazy allocation); the steps after it may not

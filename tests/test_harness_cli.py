@@ -38,6 +38,11 @@ def harness(*args: str) -> subprocess.CompletedProcess:
     (dict(stop="geometric:0"), "--stop geometric:P needs 0 < P <= 1"),
     (dict(stop="sometimes"), "--stop must be none, fixed:S, uniform:A-B or geometric:P"),
     (dict(variant="graphed", device="cpu"), "graphed needs CUDA"),
+    (dict(variant="fused", device="cpu"), "fused needs CUDA"),
+    (dict(variant="graphed", branches=2), "--branches only applies to fused, not graphed"),
+    (dict(variant="fused", batch=4, branches=5), "--branches must be 1..batch (4), got 5"),
+    (dict(variant="fused", branches=0), "--branches must be 1..batch (32), got 0"),
+    (dict(variant="fused", compile="default"), "fused is its own fused step in a CUDA graph"),
     (dict(dtype="fp16"), "--dtype must be one of fp32, bf16"),
     (dict(gpu_sleep_cycles=1000, device="cpu"), "--gpu-sleep-cycles needs --device cuda"),
 ])
@@ -58,6 +63,9 @@ def test_variant_defaults_resolve_compile_and_k():
     assert RunConfig(variant="static").to_json()["compile"] == "none"
     assert RunConfig(variant="check-every-k").to_json()["k"] == 8
     assert RunConfig(variant="kv").to_json()["k"] is None
+    assert RunConfig(variant="fused").to_json()["branches"] == 2
+    assert RunConfig(variant="fused", branches=4).to_json()["branches"] == 4
+    assert RunConfig(variant="graphed").to_json()["branches"] is None
 
 
 @pytest.mark.parametrize("args, message", [
@@ -105,7 +113,7 @@ def test_variants_lists_the_registry_one_line_each():
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == ["naive", "kv", "kv-expandable", "static", "compiled", "pipelined",
                      "pipelined-seed", "deferred", "check-every-k", "graphed", "graphed-sync",
-                     "nocheck", "hf-generate"]
+                     "fused", "nocheck", "hf-generate"]
 
 
 def test_run_writes_run_json_and_prints_one_line(tmp_path):
@@ -120,7 +128,7 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert record["config"] == {
         "variant": "pipelined", "out": str(out), "model": "tiny", "batch": 3, "new_tokens": 12,
         "dtype": "fp32", "matmul_precision": "high", "compile": "none", "stop": "fixed:7",
-        "stop_seed": 0, "k": None, "window": "2:5", "seed": 0, "device": "cpu",
+        "stop_seed": 0, "k": None, "branches": None, "window": "2:5", "seed": 0, "device": "cpu",
         "gpu_sleep_cycles": 0}
     assert set(record["versions"]) == {"python", "torch", "torch_cuda", "transformers", "nvtx",
                                        "driver", "gpu"}

@@ -7,11 +7,12 @@ import torch
 
 from harness.config import RunConfig, validate
 from harness.decode import advance, finish, new_state
+from harness.fused_step import split
 from harness.instrument import no_window
 from harness.model import EOS, build_model
 from harness.run import make_decoder
 from harness.stops import expected_stop_step, stop_steps
-from harness.variants import own_step
+from harness.variants import fused_own_step, own_step
 
 BATCH, NEW = 4, 12
 # uniform:4-9 with stop seed 0 draws these steps (torch's seeded CPU generator):
@@ -44,6 +45,15 @@ def own_step_eager(model, **kw) -> dict:
     cfg = replace(config("kv"), **kw)
     st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
     run = own_step(model, cfg, st, graph=False)
+    run(no_window())
+    return run(no_window())
+
+
+def fused_eager(model, branches: int) -> dict:
+    """The fused step as on the GPU but eager, with the Triton kernels' torch references."""
+    cfg = replace(config("kv"), variant="fused", branches=branches)
+    st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
+    run = fused_own_step(model, cfg, st, graph=False)
     run(no_window())
     return run(no_window())
 
@@ -100,6 +110,22 @@ def test_own_gpt2_step_compiled_gives_kv_tokens(tiny, reference):
 def test_own_gpt2_step_matches_kv_for_all_new_tokens(tiny):
     assert torch.equal(own_step_eager(tiny, stop="none")["tokens"],
                        decode(tiny, "kv", stop="none")["tokens"])
+
+
+@pytest.mark.parametrize("branches", [1, 2, 3, 4])
+def test_fused_step_gives_kv_tokens_in_any_number_of_micro_batches(tiny, reference, branches):
+    # Folded biases (a GEMM's bias added by the next layernorm), the in-place residual GEMMs, the
+    # [L, B, H, T, D] cache cut along B: the algebra the Triton kernels run on the GPU.
+    result = fused_eager(tiny, branches)
+    assert torch.equal(result["tokens"], reference["tokens"])
+    assert counts(result) == (10, 1, 0)
+
+
+def test_micro_batches_cover_the_batch_in_order():
+    assert split(32, 1) == [(0, 32)]
+    assert split(32, 2) == [(0, 16), (16, 32)]
+    assert split(4, 3) == [(0, 1), (1, 2), (2, 4)]
+    assert split(5, 5) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]
 
 
 @pytest.mark.parametrize("variant", ["pipelined", "pipelined-seed", "deferred"])
