@@ -31,7 +31,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-seed", type=int, default=0)
     p.add_argument("--k", type=int, default=None, help="check-every-k: sync every K steps (8)")
     p.add_argument("--branches", type=int, default=None,
-                   help="fused: micro-batches run side by side on their own streams (2)")
+                   help="fused: micro-batches run side by side on their own streams (1)")
     p.add_argument("--window", default=None, help="START:STOP, profile steps START+1..STOP (30:50)")
     p.add_argument("--seed", type=int, default=0, help="weights")
     p.add_argument("--device", default="cuda", help="cuda or cpu")

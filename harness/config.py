@@ -13,7 +13,7 @@ NO_COMPILE = ("naive", "kv", "kv-expandable", "hf-generate")
 NEEDS_CUDA = ("graphed", "graphed-sync", "fused")
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
-DEFAULT_BRANCHES = 2  # fused: micro-batches side by side (docs/RESULTS.md measures 1, 2, 4)
+DEFAULT_BRANCHES = 1  # fused: micro-batches side by side (docs/RESULTS.md measures 1, 2, 4)
 
 
 class ConfigError(ValueError):

@@ -1,12 +1,17 @@
-"""The fused step's two Triton kernels, each beside the plain-torch reference it must match.
+"""The fused step's three Triton kernels, each beside the plain-torch reference it must match.
 
-attention_decode: one query per (sequence, head) against the KV cache. It writes this token's K
-    and V into the cache at `pos`, then returns softmax(q·K/√d)·V over slots 0..pos: one kernel
-    where the graphed step runs ten (two index copies, two GEMVs, scale, mask, clone, softmax...).
+attention_decode: one query per (sequence, head) against the KV cache. It adds the QKV GEMM's
+    bias, writes this token's K and V into the cache at `pos`, then returns softmax(q·K/√d)·V over
+    slots 0..pos: one kernel where the graphed step runs ten (two index copies, two GEMVs, scale,
+    mask, clone, softmax...).
 bias_layernorm: x += bias in place (the bias of the GEMM that just added into x), then
     LayerNorm(x): one kernel for the residual's bias and the norm.
+bias_gelu: g = gelu_tanh(g + bias) in place, after the MLP's first GEMM.
+The GEMMs' biases live in these kernels so that every GEMM is a plain cuBLAS mm (or addmm_ into
+the residual): given a bias, torch calls cuBLASLt, whose split-K GEMMs here come with a memset
+node that costs 4-5 µs of idle GPU in a CUDA graph (docs/RESULTS.md).
 
-Both take `pos` as a device tensor, so they replay in a CUDA graph. Where Triton is missing (the
+All take `pos` as a device tensor, so they replay in a CUDA graph. Where Triton is missing (the
 CPU build of torch) or the tensors are not on CUDA, the references run: the CPU tests check the
 step's algebra with them; the GPU tests check the kernels against them.
 """
@@ -23,56 +28,36 @@ except ImportError:  # CPU builds of torch come without Triton
     triton = None
 
 BLOCK_T = 64  # cache slots per iteration of the attention kernel's online softmax
+GELU_BLOCK = 1024
 
 
 def use_triton(t: torch.Tensor) -> bool:
     return triton is not None and t.is_cuda
 
 
-def attention_decode(
-    qkv: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    pos: torch.Tensor,
-    n_head: int,
-    scale: float,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """qkv: [B, 3C] (q, k, v side by side), caches: [B, H, T, D], pos: [1] -> [B, C].
-
-    Writes k and v at slot pos of the caches.
-    """
+def attention_decode(qkv: torch.Tensor, bias: torch.Tensor, k_cache: torch.Tensor,
+                     v_cache: torch.Tensor, pos: torch.Tensor, n_head: int,
+                     scale: float) -> torch.Tensor:
+    """qkv: [B, 3C] (q, k, v side by side, bias not added), bias: [3C], caches: [B, H, T, D],
+    pos: [1] -> [B, C]. Writes k and v (bias added) at slot pos of the caches."""
     if not use_triton(qkv):
-        return attention_decode_ref(qkv, k_cache, v_cache, pos, n_head, scale)
+        return attention_decode_ref(qkv, bias, k_cache, v_cache, pos, n_head, scale)
     b, c3 = qkv.shape
     c = c3 // 3
-    d = c // n_head
-    if out is None:
-        out = torch.empty(b, c, dtype=qkv.dtype, device=qkv.device)
+    out = torch.empty(b, c, dtype=qkv.dtype, device=qkv.device)
     assert qkv.stride(1) == 1 and k_cache.stride(3) == 1 and k_cache.stride() == v_cache.stride()
     _attention_kernel[(b, n_head)](
-        qkv,
-        k_cache,
-        v_cache,
-        out,
-        pos,
-        qkv.stride(0),
-        k_cache.stride(0),
-        k_cache.stride(1),
-        k_cache.stride(2),
-        out.stride(0),
-        scale,
-        C=c,
-        D=d,
-        BLOCK_T=BLOCK_T,
-    )
+        qkv, bias, k_cache, v_cache, out, pos, qkv.stride(0), k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), out.stride(0), scale, C=c, D=c // n_head,
+        BLOCK_T=BLOCK_T)
     return out
 
 
-def attention_decode_ref(qkv, k_cache, v_cache, pos, n_head: int, scale: float) -> torch.Tensor:
+def attention_decode_ref(qkv, bias, k_cache, v_cache, pos, n_head: int,
+                         scale: float) -> torch.Tensor:
     b, c3 = qkv.shape
     d = c3 // 3 // n_head
-    q, k, v = qkv.view(b, 3, n_head, d).unbind(1)  # each [B, H, D]
+    q, k, v = (qkv + bias).view(b, 3, n_head, d).unbind(1)  # each [B, H, D]
     k_cache.index_copy_(2, pos, k[:, :, None])
     v_cache.index_copy_(2, pos, v[:, :, None])
     slots = torch.arange(k_cache.shape[2], device=qkv.device)  # [T]
@@ -81,32 +66,17 @@ def attention_decode_ref(qkv, k_cache, v_cache, pos, n_head: int, scale: float) 
     return torch.einsum("bht,bhtd->bhd", scores.softmax(-1), v_cache).reshape(b, n_head * d)
 
 
-def bias_layernorm(
-    x: torch.Tensor,
-    bias: torch.Tensor | None,
-    ln: torch.nn.LayerNorm,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
+def bias_layernorm(x: torch.Tensor, bias: torch.Tensor | None,
+                   ln: torch.nn.LayerNorm) -> torch.Tensor:
     """x: [B, C]; x += bias (in place, when given), then returns ln(x) [B, C]."""
     if not use_triton(x):
         return bias_layernorm_ref(x, bias, ln)
     b, c = x.shape
-    if out is None:
-        out = torch.empty_like(x)
+    out = torch.empty_like(x)
     assert x.stride(1) == 1 and out.stride(1) == 1
     _bias_ln_kernel[(b,)](
-        x,
-        bias if bias is not None else x,
-        ln.weight,
-        ln.bias,
-        out,
-        x.stride(0),
-        out.stride(0),
-        c,
-        ln.eps,
-        HAS_BIAS=bias is not None,
-        BLOCK_C=triton.next_power_of_2(c),
-    )
+        x, bias if bias is not None else x, ln.weight, ln.bias, out, x.stride(0), out.stride(0),
+        c, ln.eps, HAS_BIAS=bias is not None, BLOCK_C=triton.next_power_of_2(c))
     return out
 
 
@@ -116,33 +86,40 @@ def bias_layernorm_ref(x, bias, ln) -> torch.Tensor:
     return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
 
+def bias_gelu(g: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """g: [B, N] <- gelu_tanh(g + bias), in place; returns g."""
+    if not use_triton(g):
+        return bias_gelu_ref(g, bias)
+    assert g.is_contiguous()
+    n = g.numel()
+    _bias_gelu_kernel[(triton.cdiv(n, GELU_BLOCK),)](g, bias, n, bias.numel(), BLOCK=GELU_BLOCK)
+    return g
+
+
+def bias_gelu_ref(g, bias) -> torch.Tensor:
+    return g.copy_(F.gelu(g + bias, approximate="tanh"))
+
+
+def head_scale(attn) -> float:
+    """HF GPT-2's score scale: 1/sqrt(head_dim) (scale_attn_weights), as its modules store it."""
+    return float(getattr(attn, "scaling", 1.0 / math.sqrt(attn.head_dim)))
+
+
 if triton is not None:
 
     @triton.jit
-    def _attention_kernel(
-        qkv_ptr,
-        k_ptr,
-        v_ptr,
-        out_ptr,
-        pos_ptr,
-        s_qkv,
-        s_b,
-        s_h,
-        s_t,
-        s_out,
-        scale,
-        C: tl.constexpr,
-        D: tl.constexpr,
-        BLOCK_T: tl.constexpr,
-    ):
+    def _attention_kernel(qkv_ptr, bias_ptr, k_ptr, v_ptr, out_ptr, pos_ptr, s_qkv, s_b, s_h,
+                          s_t, s_out, scale, C: tl.constexpr, D: tl.constexpr,
+                          BLOCK_T: tl.constexpr):
         b = tl.program_id(0)
         h = tl.program_id(1)
         pos = tl.load(pos_ptr)
         d = tl.arange(0, D)
         row = qkv_ptr + b * s_qkv + h * D + d
-        q = tl.load(row).to(tl.float32) * scale
-        k_new = tl.load(row + C)
-        v_new = tl.load(row + 2 * C)
+        col = bias_ptr + h * D + d
+        q = (tl.load(row) + tl.load(col)).to(tl.float32) * scale
+        k_new = tl.load(row + C) + tl.load(col + C)
+        v_new = tl.load(row + 2 * C) + tl.load(col + 2 * C)
         base = b * s_b + h * s_h
         tl.store(k_ptr + base + pos * s_t + d, k_new)
         tl.store(v_ptr + base + pos * s_t + d, v_new)
@@ -171,19 +148,8 @@ if triton is not None:
         tl.store(out_ptr + b * s_out + h * D + d, (acc / total).to(out_ptr.dtype.element_ty))
 
     @triton.jit
-    def _bias_ln_kernel(
-        x_ptr,
-        bias_ptr,
-        w_ptr,
-        b_ptr,
-        out_ptr,
-        s_x,
-        s_out,
-        C,
-        eps,
-        HAS_BIAS: tl.constexpr,
-        BLOCK_C: tl.constexpr,
-    ):
+    def _bias_ln_kernel(x_ptr, bias_ptr, w_ptr, b_ptr, out_ptr, s_x, s_out, C, eps,
+                        HAS_BIAS: tl.constexpr, BLOCK_C: tl.constexpr):
         row = tl.program_id(0)
         c = tl.arange(0, BLOCK_C)
         inside = c < C
@@ -200,7 +166,12 @@ if triton is not None:
         y = xc * (1.0 / tl.sqrt(var + eps)) * w + b
         tl.store(out_ptr + row * s_out + c, y.to(out_ptr.dtype.element_ty), mask=inside)
 
-
-def head_scale(attn) -> float:
-    """HF GPT-2's score scale: 1/sqrt(head_dim) (scale_attn_weights), as its modules store it."""
-    return float(getattr(attn, "scaling", 1.0 / math.sqrt(attn.head_dim)))
+    @triton.jit
+    def _bias_gelu_kernel(g_ptr, bias_ptr, n, width, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        inside = i < n
+        g = tl.load(g_ptr + i, mask=inside, other=0.0)
+        x = (g + tl.load(bias_ptr + i % width, mask=inside, other=0.0)).to(tl.float32)
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2/pi) (x + 0.044715 x^3)
+        tanh_u = 1.0 - 2.0 / (tl.exp(2.0 * u) + 1.0)
+        tl.store(g_ptr + i, (0.5 * x * (1.0 + tanh_u)).to(g_ptr.dtype.element_ty), mask=inside)

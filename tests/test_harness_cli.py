@@ -63,7 +63,7 @@ def test_variant_defaults_resolve_compile_and_k():
     assert RunConfig(variant="static").to_json()["compile"] == "none"
     assert RunConfig(variant="check-every-k").to_json()["k"] == 8
     assert RunConfig(variant="kv").to_json()["k"] is None
-    assert RunConfig(variant="fused").to_json()["branches"] == 2
+    assert RunConfig(variant="fused").to_json()["branches"] == 1
     assert RunConfig(variant="fused", branches=4).to_json()["branches"] == 4
     assert RunConfig(variant="graphed").to_json()["branches"] is None
 

@@ -23,13 +23,13 @@ torch.manual_seed(0)
 b, h, d, slots = 3, 2, 16, 150
 c = h * d
 for pos in (0, 5, 63, 64, 100, 149):
-    qkv = torch.randn(b, 3 * c)
+    qkv, bias = torch.randn(b, 3 * c), torch.randn(3 * c)
     k, v = torch.randn(b, h, slots, d), torch.randn(b, h, slots, d)
     k_ref, v_ref = k.clone(), v.clone()
     p = torch.tensor([pos])
-    ref = T.attention_decode_ref(qkv, k_ref, v_ref, p, h, 0.25)
+    ref = T.attention_decode_ref(qkv, bias, k_ref, v_ref, p, h, 0.25)
     out = torch.empty(b, c)
-    T._attention_kernel[(b, h)](qkv, k, v, out, p, qkv.stride(0), k.stride(0), k.stride(1),
+    T._attention_kernel[(b, h)](qkv, bias, k, v, out, p, qkv.stride(0), k.stride(0), k.stride(1),
                                 k.stride(2), out.stride(0), 0.25, C=c, D=d, BLOCK_T=T.BLOCK_T)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     assert torch.equal(k, k_ref) and torch.equal(v, v_ref), pos
@@ -44,6 +44,10 @@ T._bias_ln_kernel[(4,)](x, bias, ln.weight, ln.bias, out, x.stride(0), out.strid
                         HAS_BIAS=True, BLOCK_C=64)
 torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 assert torch.equal(x, x_ref)
+g, bias = torch.randn(3, 100) * 4, torch.randn(100)
+ref = T.bias_gelu_ref(g.clone(), bias)
+T._bias_gelu_kernel[(1,)](g, bias, g.numel(), 100, BLOCK=512)
+torch.testing.assert_close(g, ref, rtol=1e-5, atol=1e-6)
 print("ok")
 """
 
