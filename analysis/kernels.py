@@ -17,15 +17,16 @@ from analysis.loader import op_names as loader_op_names
 # Checked in order; the first pattern that matches a kernel's name gives its class. Names are
 # cuBLAS/cutlass/nvjet for GEMMs (cuBLAS' generic `Kernel2` too), fmha/flash for attention,
 # cuBLAS's `gemvx` for matrix-vector products (a single query against the KV cache: batched
-# GEMVs), and Triton's `triton_<kind>_fused_<ops>` for torch.compile code, classed by what it fuses.
+# GEMVs), Triton's `triton_<kind>_fused_<ops>` for torch.compile code, classed by what it fuses,
+# and the fused step's own Triton kernels (harness/triton_ops.py) by their names.
 KERNEL_CLASSES = (
     ("attention", re.compile(r"fmha|flash|attention|sdpa|softmax", re.I)),
     ("gemv", re.compile(r"gemv", re.I)),
     ("gemm", re.compile(r"gemm|^Kernel2$|nvjet|xmma|cutlass|splitK|mm_", re.I)),
-    ("layernorm", re.compile(r"layer_?norm", re.I)),
+    ("layernorm", re.compile(r"layer_?norm|_ln_kernel", re.I)),
     ("reduce/argmax", re.compile(r"reduce|argmax|max_|_red_", re.I)),
     ("index/copy", re.compile(r"index|gather|scatter|cat|copy", re.I)),
-    ("elementwise", re.compile(r"elementwise|triton_poi|triton_per|fused|unrolled", re.I)),
+    ("elementwise", re.compile(r"elementwise|triton_poi|triton_per|fused|unrolled|gelu", re.I)),
 )
 
 

@@ -171,6 +171,29 @@ def finish_table(b: dict) -> pd.DataFrame:
     )
 
 
+def finish_options_table(b: dict) -> pd.DataFrame:
+    """fused by micro-batches (bench-branches-N beside bench-finish's one branch) and graphed with
+    cuBLASLt off (bench-lt-off beside bench-finish's graphed): separate processes, same config."""
+    fin = b["finish"]
+    rows = []
+    if "graphed" in fin.index:
+        rows.append(("graphed", fin.loc["graphed"]))
+    if "lt-off" in b:
+        rows.append(("graphed, DISABLE_ADDMM_CUDA_LT=1", b["lt-off"].loc["graphed"]))
+    if "fused" in fin.index:
+        rows.append(("fused, 1 branch", fin.loc["fused"]))
+    for n, df in numbered(b, "branches").items():
+        rows.append((f"fused, {n} branches", df.loc["fused"]))
+    return pd.DataFrame(
+        {
+            "variant": [name for name, _ in rows],
+            "ms/step median": [ms(r["ms_per_step_median"]) for _, r in rows],
+            "p10–p90": [f"{r['ms_per_step_p10']:.3f}–{r['ms_per_step_p90']:.3f}" for _, r in rows],
+            "peak reserved MiB": [f"{r['peak_reserved_bytes'] / 2**20:.0f}" for _, r in rows],
+        }
+    )
+
+
 def capture_rows(caps: dict) -> tuple:
     """The summary of each capture's analysis, and the analyses themselves for the plots."""
     rows, analyses = [], {}
@@ -208,31 +231,34 @@ def capture_rows(caps: dict) -> tuple:
     return pd.DataFrame(rows), analyses
 
 
-def bytes_per_step(config: dict, own_cache: bool) -> dict:
+def bytes_per_step(config: dict) -> dict:
     """The least each class must move in one decode step: every linear weight once (GEMMs, the
-    tied lm_head included) and the whole static KV cache once (every slot is read, masked too)."""
+    tied lm_head included) and the KV cache slots the variant's attention reads. HF's SDPA and
+    the graphed step's two batched GEMVs (scores, then values) read every slot, masked too (the
+    graphed step pads them to a multiple of 16); the fused step's attention kernel reads the
+    slots written so far: on average over the window's steps S+1..E, (S+1+E)/2 of them."""
     layers, width, vocab = MODEL_SHAPES[config["model"]]
     e = DTYPE_BYTES[config["dtype"]]
     per_layer = width * 3 * width + width * width + 2 * width * 4 * width  # c_attn, c_proj, mlp
     per_layer += 3 * width + width + 4 * width + width  # their biases
-    slots = config["new_tokens"]
-    if own_cache:
-        slots = -(-slots // SLOT_ALIGN) * SLOT_ALIGN
-    kv = 2 * layers * config["batch"] * slots * width
     classes = {"gemm": (layers * per_layer + vocab * width) * e}
-    # Our own step reads the cache in two batched GEMVs (scores, then values); HF's SDPA in one.
-    classes["gemv" if own_cache else "attention"] = kv * e
+    slots, cls = config["new_tokens"], "attention"
+    if config["variant"].startswith("graphed"):
+        slots, cls = -(-slots // SLOT_ALIGN) * SLOT_ALIGN, "gemv"
+    elif config["variant"] == "fused":
+        start, stop = (int(x) for x in config["window"].split(":"))
+        slots = (start + 1 + stop) / 2
+    classes[cls] = 2 * layers * config["batch"] * slots * width * e
     return classes
 
 
 def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
     ops = a.ops[a.ops["step"] >= 0]  # the ops of the captured steps
-    own = run.info["config"]["variant"].startswith("graphed")
     table = kernel_table(
         ops,
         op_names(ops, strings),
         len(a.steps),
-        bytes_per_step(run.info["config"], own),
+        bytes_per_step(run.info["config"]),
         copy_rate,
         read_full_names(run.trace_path),
     )
@@ -427,12 +453,18 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
             "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)",
             md_table(finish_table(b)),
         ]
+        if "lt-off" in b or numbered(b, "branches"):
+            parts += [
+                "### The fused step by micro-batches, and graphed off cuBLASLt (each its own "
+                "process)",
+                md_table(finish_options_table(b)),
+            ]
     rate = (
         b["finish"]["copy_bytes_per_s"].iloc[0]
         if "finish" in b
         else b["ladder"]["copy_bytes_per_s"].iloc[0]
     )
-    for name in ("graphed", "static"):
+    for name in ("fused", "graphed", "static"):
         if name in analyses:
             a, run, strings = analyses[name]
             table = kernels_for(a, run, strings, rate)
@@ -444,7 +476,7 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
                 md_table(table),
                 f"![kernels {name}](figures/kernels-{name}.png)",
             ]
-    for name in ("graphed-sync", "graphed", "static"):
+    for name in ("graphed-sync", "graphed", "fused", "fused+b2", "static"):
         if name in analyses:
             a, _, _ = analyses[name]
             plot_analysis(a, name, fig / f"timeline-{name}.png")

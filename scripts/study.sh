@@ -10,6 +10,8 @@
 #   bench-scale-N       naive vs kv at N new tokens (quadratic vs linear)
 #   bench-batch-B       compiled vs pipelined+compile at batch B (the article's batch claim)
 #   bench-finish        the finished ladder with a stop schedule that really stops (uniform 50-100)
+#   bench-lt-off        graphed with DISABLE_ADDMM_CUDA_LT=1: its biased GEMMs off cuBLASLt
+#   bench-branches-N    fused with its batch cut into N micro-batches on N streams
 #   capture/            one nsys capture per rung (scripts/profile.sh), each with its analysis
 # Then `python -m analysis.study DIR -o DIR/results` writes RESULTS.md and its plots from those
 # runs (it needs no GPU: it can also be run later, elsewhere, on the same directory).
@@ -33,9 +35,9 @@ while [ $# -gt 0 ]; do
 done
 case "$budget" in
   quick) repeats=3; tokens_list="100 200"; batches="1 32"
-         captures="static pipelined-seed pipelined graphed-sync graphed" ;;
+         captures="static pipelined-seed pipelined graphed-sync graphed fused" ;;
   full)  repeats=5; tokens_list="100 200 400"; batches="1 2 4 8 16 32 64 128"
-         captures="naive kv static compiled pipelined-seed pipelined pipelined+compile deferred check-every-k graphed-sync graphed nocheck" ;;
+         captures="naive kv static compiled pipelined-seed pipelined pipelined+compile deferred check-every-k graphed-sync graphed fused fused+b2 nocheck" ;;
   *) echo "study.sh: --budget takes quick or full, not '$budget'" >&2; exit 2 ;;
 esac
 captures=${only_captures:-$captures}
@@ -78,8 +80,13 @@ if want batch; then
   done
 fi
 if want finish; then
-  bench bench-finish --variants static,pipelined,deferred,check-every-k,graphed-sync,graphed,nocheck,hf-generate \
+  bench bench-finish --variants static,pipelined,deferred,check-every-k,graphed-sync,graphed,fused,nocheck,hf-generate \
     --stop "$stop" "${common[@]}"
+  # torch sends a GEMM with a bias to cuBLASLt, whose split-K GEMMs come with memset nodes.
+  (export DISABLE_ADDMM_CUDA_LT=1; bench bench-lt-off --variants graphed --stop "$stop" "${common[@]}")
+  for n in 2 4; do
+    bench "bench-branches-$n" --variants fused --branches "$n" --stop "$stop" "${common[@]}"
+  done
 fi
 
 if want capture; then
@@ -89,10 +96,13 @@ if want capture; then
     i=$((i + 1))
     variant=${c%%+*}
     opts=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high)
-    case "$c" in *+compile) opts+=(--compile default) ;; esac
+    case "$c" in
+      *+compile) opts+=(--compile default) ;;
+      *+b[0-9]*) opts+=(--branches "${c##*+b}") ;;  # fused+bN: N micro-batches
+    esac
     case "$variant" in
       compiled) opts+=(--compile default) ;;
-      deferred|check-every-k|graphed|graphed-sync|nocheck) opts+=(--stop "$stop") ;;
+      deferred|check-every-k|graphed|graphed-sync|fused|nocheck) opts+=(--stop "$stop") ;;
     esac
     if ls -d "$dir/capture/"*"-$c" >/dev/null 2>&1; then say "capture $i/${#names[@]}: $c done before, kept"; continue; fi
     say "capture $i/${#names[@]}: $c"

@@ -43,6 +43,9 @@ REAL_NAMES = [
                  "_le_scalar_tensor_slice_split_transpose_view_where_3", "elementwise",
                  id="triton_poi_fused__scaled_dot_product_..._where_3"),
     pytest.param("triton_poi_fused_add_copy__9", "elementwise"),
+    ("_attention_kernel", "attention"),  # the fused step's own (harness/triton_ops.py)
+    ("_bias_ln_kernel", "layernorm"),
+    ("_bias_gelu_kernel", "elementwise"),
 ]
 
 

@@ -24,10 +24,13 @@ def write_bench(path, entries: list, compile_mode=None) -> None:
 
 def test_linear_weights_and_the_padded_cache_are_the_least_bytes_a_step_moves():
     # 12 layers of (768x2304 + 768x768 + 2 x 768x3072 weights, 6912 biases) + a 50257x768 head.
-    assert bytes_per_step(CONFIG, own_cache=False) == {
+    assert bytes_per_step({**CONFIG, "variant": "static"}) == {
         "gemm": (12 * (7077888 + 6912) + 38597376) * 4, "attention": 2 * 12 * 32 * 100 * 768 * 4}
-    # Our own cache pads its 100 slots to 112.
-    assert bytes_per_step(CONFIG, own_cache=True)["gemv"] == 2 * 12 * 32 * 112 * 768 * 4
+    # The graphed step's cache pads its 100 slots to 112, and its GEMVs read them all.
+    assert bytes_per_step({**CONFIG, "variant": "graphed"})["gemv"] == 2 * 12 * 32 * 112 * 768 * 4
+    # The fused step reads the slots written so far: steps 31..50 read 31..50 slots, 40.5 a step.
+    fused = bytes_per_step({**CONFIG, "variant": "fused", "window": "30:50"})
+    assert fused["attention"] == 2 * 12 * 32 * 40.5 * 768 * 4
 
 
 def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data_dir):
@@ -59,3 +62,22 @@ def test_a_directory_without_a_ladder_bench_is_one_line_and_exit_2(tmp_path):
     result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert "no bench-ladder.json" in result.output and len(result.output.splitlines()) == 1
+
+
+def test_finish_options_put_micro_batches_and_lt_off_beside_the_finish_bench(tmp_path):
+    study = tmp_path / "study-y"
+    study.mkdir()
+    write_bench(study / "bench-ladder.json", [bench_entry("naive", 6.0)])
+    write_bench(study / "bench-finish.json", [bench_entry("graphed", 1.3), bench_entry("fused", 0.7),
+                                              bench_entry("hf-generate", 2.1)])
+    write_bench(study / "bench-lt-off.json", [bench_entry("graphed", 1.15)])
+    write_bench(study / "bench-branches-2.json", [bench_entry("fused", 0.95, 0.01)])
+    result = CliRunner().invoke(main, [str(study), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "RESULTS.md").read_text()
+    assert "| fused | 0.700 | 0.600–0.800 | 100 | 3.00x | 2.0% |" in text  # 2.1 / 0.7
+    rows = [line for line in text.splitlines() if line.startswith(("| graphed", "| fused,"))]
+    assert rows[-4:] == ["| graphed | 1.300 | 1.200–1.400 | 2048 |",
+                         "| graphed, DISABLE_ADDMM_CUDA_LT=1 | 1.150 | 1.050–1.250 | 2048 |",
+                         "| fused, 1 branch | 0.700 | 0.600–0.800 | 2048 |",
+                         "| fused, 2 branches | 0.950 | 0.940–0.960 | 2048 |"]
