@@ -9,7 +9,7 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 VARIANT ?= pipelined
 ARGS   ?=
-DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-compile graphed-sync graphed)
+DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-compile graphed-sync graphed fused)
 
 ifdef NO_VENV
 PY := $(PYTHON)

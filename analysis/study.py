@@ -5,7 +5,7 @@ Every number comes from the directory's files: `bench-*.json` (untraced timings 
 run.json). Nothing here needs a GPU or torch, so a study run on a GPU machine can be turned into
 its report anywhere:
 
-    python -m analysis.study traces/study-20261130T200029Z -o docs/results [--notes FILE]
+    python -m analysis.study traces/study-20261130T221926Z -o docs/results [--notes FILE]
 """
 
 import json

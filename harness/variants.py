@@ -11,7 +11,7 @@
     check-every-k   .item() every K steps only: fewer syncs, overshoot < K
     graphed         our own GPT-2 step in one CUDA graph, deferred check: launch cost gone
     graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
-    fused           graphed with 8 kernels a layer (Triton attention), micro-batches on streams
+    fused           graphed with 8 ops a layer (Triton attention, no memsets): the best we made
     nocheck         no stop check at all, all N steps: the bound
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """

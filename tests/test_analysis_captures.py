@@ -1,4 +1,4 @@
-"""The study's eight real H200 captures (tests/data/runs/, see tests/data/README.md): nsys's own
+"""The study's ten real H200 captures (tests/data/runs/, see tests/data/README.md): nsys's own
 projection, the ledger, and the facts that tell the variants apart, each read off the SQLite
 export directly as well."""
 
@@ -29,8 +29,14 @@ FACTS = {
     "nocheck": (330, 379, 379, 1, 168002745, 28987278, 7579, None),
     "graphed-sync": (234, 284, 2, 1, 30640748, 23219024, 5679, 0.7949425328582929),
     "graphed": (234, 284, 2, 1, 28726353, 23231540, 5679, 0.8103770276387856),
+    "fused": (161, 163, 2, 1, 13257017, 12649307, 3239, 0.9462396893687076),
+    "fused-b2": (311, 313, 2, 2, 17330991, 16896687, 646, 0.9629939516444299),
 }
 GRAPHED = ("graphed-sync", "graphed")
+# A graph launch: (kernels in the capture, steps) and the op records of one launch call.
+GRAPH_LAUNCHES = {"graphed-sync": ((4680, 20), 283), "graphed": ((4680, 20), 283),
+                  "fused": ((3220, 20), 162), "fused-b2": ((6220, 20), 312)}
+DEFERRED = ("graphed", "fused", "fused-b2")  # a graph, the flag read one step late
 
 
 def sha256(path: Path) -> str:
@@ -106,7 +112,7 @@ def test_per_run_facts_come_out_exactly(run):
     end = nsys["Projected Start (ns)"] + nsys["Projected Duration (ns)"]
     assert window == end.max() - nsys["Projected Start (ns)"].min()
     assert s["check_cover_median"] == cover
-    assert len(a.checks) == (0 if cover is None else 20 if name == "graphed" else 19)
+    assert len(a.checks) == (0 if cover is None else 20 if name in DEFERRED else 19)
 
 
 def test_pipelined_variants_run_kernels_on_two_streams_in_turn(run):
@@ -114,10 +120,17 @@ def test_pipelined_variants_run_kernels_on_two_streams_in_turn(run):
     streams = FACTS[name][3]
     kernels = query(name, "SELECT streamId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL "
                           "GROUP BY streamId")
-    assert len(kernels) == streams == (2 if name.startswith("pipelined") else 1)
-    assert len({count for _, count in kernels}) == 1  # 10 steps each
     assert set(a.streams["stream"]) == {stream for stream, _ in kernels}
     assert a.summary["streams"] == streams
+    if name == "fused-b2":
+        # Two micro-batches side by side in one graph: the capture stream (its half and the
+        # step's bookkeeping, 161 kernels a step) and a branch stream (150), overlapping for
+        # 13.89 of the 17.33 ms window.
+        assert sorted(count for _, count in kernels) == [20 * 150, 20 * 161]
+        assert a.summary["concurrent_ns"] == 13886584
+        return
+    assert len(kernels) == streams == (2 if name.startswith("pipelined") else 1)
+    assert len({count for _, count in kernels}) == 1  # 10 steps each
     assert a.summary["concurrent_ns"] == 0  # a ping-pong, never an overlap: each step waits
 
 
@@ -130,13 +143,14 @@ JOIN StringIds AS s ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%'
 
 def test_graphed_kernels_share_their_graph_launch_correlation_id(run):
     name, _, a = run
-    graphed = name in GRAPHED
-    assert query(name, GRAPH_KERNELS_SQL) == ([(4680, 20)] if graphed else [(0, 0)])
-    if graphed:
-        # A step: one cudaGraphLaunch for 234 kernels, 36 memsets and 13 device-to-device
-        # copies, then the flag's copy to the host, a call of its own.
+    launches, records = GRAPH_LAUNCHES.get(name, ((0, 0), None))
+    assert query(name, GRAPH_KERNELS_SQL) == [launches]
+    if records:
+        # A step: one cudaGraphLaunch (graphed: 234 kernels, 36 memsets and 13 device-to-device
+        # copies; fused: 161 kernels and one copy), then the flag's copy to the host, a call of
+        # its own.
         per_call = a.ops[a.ops["step"] >= 0].groupby("corr").size()
-        assert sorted(per_call.value_counts().items()) == [(1, 20), (283, 20)]
+        assert sorted(per_call.value_counts().items()) == [(1, 20), (records, 20)]
 
 
 def test_graphed_deferred_check_leaves_each_step_gpu_work_running_past_its_range(run):
@@ -145,12 +159,13 @@ def test_graphed_deferred_check_leaves_each_step_gpu_work_running_past_its_range
     # The stop-check cover hardly tells the two graphed variants apart (0.79 and 0.81): in
     # graphed-sync the check's blocking copy waits while its own replay runs. Where the GPU work
     # ends does: graphed reads the previous step's flag and moves on.
-    assert outlives == (20 if name == "graphed" else 0)
+    assert outlives == (20 if name in DEFERRED else 0)
 
 
 SYNC_NS = {
     "static": 1144354, "pipelined-seed": 0, "compiled": 9056497, "pipelined": 0,
-    "pipelined-compile": 0, "nocheck": 0, "graphed-sync": 1764189, "graphed": 0,
+    "pipelined-compile": 0, "nocheck": 0, "graphed-sync": 1764189, "graphed": 0, "fused": 0,
+    "fused-b2": 0,
 }
 @pytest.mark.parametrize("name", sorted(SYNC_NS))
 def test_idle_of_cause_sync_only_where_the_host_blocks_before_the_drain(name):

@@ -68,8 +68,8 @@ def test_finish_options_put_micro_batches_and_lt_off_beside_the_finish_bench(tmp
     study = tmp_path / "study-y"
     study.mkdir()
     write_bench(study / "bench-ladder.json", [bench_entry("naive", 6.0)])
-    write_bench(study / "bench-finish.json", [bench_entry("graphed", 1.3), bench_entry("fused", 0.7),
-                                              bench_entry("hf-generate", 2.1)])
+    write_bench(study / "bench-finish.json", [
+        bench_entry("graphed", 1.3), bench_entry("fused", 0.7), bench_entry("hf-generate", 2.1)])
     write_bench(study / "bench-lt-off.json", [bench_entry("graphed", 1.15)])
     write_bench(study / "bench-branches-2.json", [bench_entry("fused", 0.95, 0.01)])
     result = CliRunner().invoke(main, [str(study), "-o", str(tmp_path / "out")])
