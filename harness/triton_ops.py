@@ -35,6 +35,14 @@ def use_triton(t: torch.Tensor) -> bool:
     return triton is not None and t.is_cuda
 
 
+def missing_triton(device_type: str) -> str | None:
+    """Why the fused step cannot run its kernels here (None: it can). On CUDA without Triton the
+    references would run instead, and the timings would not be the fused step's."""
+    if device_type == "cuda" and triton is None:
+        return "fused needs Triton on CUDA (PyTorch's CUDA builds bring it): pip install triton"
+    return None
+
+
 def attention_decode(qkv: torch.Tensor, bias: torch.Tensor, k_cache: torch.Tensor,
                      v_cache: torch.Tensor, pos: torch.Tensor, n_head: int,
                      scale: float) -> torch.Tensor:

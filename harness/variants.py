@@ -22,11 +22,12 @@ import os
 import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StaticCache
 
-from harness.config import RunConfig, branch_count, check_every, compile_mode
+from harness.config import ConfigError, RunConfig, branch_count, check_every, compile_mode
 from harness.decode import advance, deferred_loop, sync_loop
 from harness.fused_step import fused_step, new_fused_cache, split
 from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
 from harness.model import EOS
+from harness.triton_ops import missing_triton
 
 
 def cache_kwarg(model) -> str:
@@ -246,6 +247,8 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True
 def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool):
     """The fused step (harness/fused_step.py) over branch_count(cfg) micro-batches, each on a
     stream of its own on CUDA; graph=False runs it eagerly (on the CPU: Triton's references)."""
+    if why := missing_triton(st["ids"].device.type):
+        raise ConfigError(why)
     kv_cache = new_fused_cache(model, cfg.batch, cfg.new_tokens)
     parts = split(cfg.batch, branch_count(cfg) or 1)
     cuda = st["ids"].device.type == "cuda"

@@ -121,6 +121,14 @@ def test_fused_step_gives_kv_tokens_in_any_number_of_micro_batches(tiny, referen
     assert counts(result) == (10, 1, 0)
 
 
+def test_fused_on_cuda_without_triton_is_refused_not_run_on_the_references(monkeypatch):
+    from harness import triton_ops
+
+    monkeypatch.setattr(triton_ops, "triton", None)
+    assert triton_ops.missing_triton("cuda").startswith("fused needs Triton on CUDA")
+    assert triton_ops.missing_triton("cpu") is None
+
+
 def test_micro_batches_cover_the_batch_in_order():
     assert split(32, 1) == [(0, 32)]
     assert split(32, 2) == [(0, 16), (16, 32)]
