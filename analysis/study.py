@@ -82,6 +82,12 @@ def md_table(df: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:
+    """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
+    image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
+    return [title, md_table(table), *image]
+
+
 def ladder_table(b: dict) -> pd.DataFrame:
     rows = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
     rows = rows.loc[[v for v in LADDER if v in rows.index]]
@@ -422,43 +428,28 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     ]
     if notes is not None:
         parts.append(notes.read_text().strip())
-    parts += [
-        "## 1. The article's ladder (batch 32, 100 new tokens)",
-        md_table(ladder_table(b)),
-        "![ladder](figures/ladder.png)",
-    ]
+    parts += section(
+        "## 1. The article's ladder (batch 32, 100 new tokens)", ladder_table(b), "ladder"
+    )
     if numbered(b, "scale"):
         plot_scale(fig / "scaling.png", b)
-        parts += [
-            "### Naive vs KV cache as the sequence grows",
-            md_table(scale_table(b)),
-            "![scaling](figures/scaling.png)",
-        ]
+        parts += section("### Naive vs KV cache as the sequence grows", scale_table(b), "scaling")
     if numbered(b, "batch"):
         plot_batch(fig / "batch.png", b)
-        parts += [
-            "### The ping-pong by batch (both compiled)",
-            md_table(batch_table(b)),
-            "![batch](figures/batch.png)",
-        ]
+        parts += section("### The ping-pong by batch (both compiled)", batch_table(b), "batch")
     if len(caps):
         plot_idle(fig / "idle.png", analyses)
-        parts += [
-            "### What the captures show",
-            md_table(caps),
-            "![idle by cause](figures/idle.png)",
-        ]
+        parts += section("### What the captures show", caps, "idle")
     if "finish" in b:
-        parts += [
-            "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)",
-            md_table(finish_table(b)),
-        ]
+        parts += section(
+            "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)", finish_table(b)
+        )
         if "lt-off" in b or numbered(b, "branches"):
-            parts += [
+            parts += section(
                 "### The fused step by micro-batches, and graphed off cuBLASLt (each its own "
                 "process)",
-                md_table(finish_options_table(b)),
-            ]
+                finish_options_table(b),
+            )
     rate = (
         b["finish"]["copy_bytes_per_s"].iloc[0]
         if "finish" in b
@@ -471,11 +462,11 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
             plot_kernels(
                 fig / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class"
             )
-            parts += [
+            parts += section(
                 f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured)",
-                md_table(table),
-                f"![kernels {name}](figures/kernels-{name}.png)",
-            ]
+                table,
+                f"kernels-{name}",
+            )
     for name in ("graphed-sync", "graphed", "fused", "fused+b2", "static"):
         if name in analyses:
             a, _, _ = analyses[name]

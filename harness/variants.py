@@ -247,12 +247,13 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True
 def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool):
     """The fused step (harness/fused_step.py) over branch_count(cfg) micro-batches, each on a
     stream of its own on CUDA; graph=False runs it eagerly (on the CPU: Triton's references)."""
-    if why := missing_triton(st["ids"].device.type):
+    device = st["ids"].device.type
+    if why := missing_triton(device):
         raise ConfigError(why)
     kv_cache = new_fused_cache(model, cfg.batch, cfg.new_tokens)
     parts = split(cfg.batch, branch_count(cfg) or 1)
-    cuda = st["ids"].device.type == "cuda"
-    streams = [torch.cuda.Stream() if cuda and len(parts) > 1 else None for _ in parts]
+    streams = [torch.cuda.Stream() if device == "cuda" and len(parts) > 1 else None
+               for _ in parts]
     nxt = torch.empty(cfg.batch, dtype=torch.long, device=st["ids"].device)  # [B]
 
     def eager():
