@@ -75,7 +75,7 @@ def build(source: Path, copies: int, out: Path) -> int:
 CHILD = """
 import resource, sys, time
 t = time.perf_counter()
-from analysis.loader import load_trace
+from analysis.readers import load_trace
 from analysis.summary import analyze
 a = analyze(load_trace(sys.argv[1]))
 wall = time.perf_counter() - t

@@ -11,7 +11,7 @@ import click
 from analysis import compare as compare_mod
 from analysis import report as report_mod
 from analysis.errors import TraceError
-from analysis.loader import load_trace
+from analysis.readers import load_trace
 from analysis.runs import resolve_run, unique_labels
 from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from analysis.summary import Options

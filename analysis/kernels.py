@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.loader import op_names as loader_op_names
+from analysis.trace import op_names as trace_op_names
 
 # Checked in order; the first pattern that matches a kernel's name gives its class. Names are
 # cuBLAS/cutlass/nvjet for GEMMs (cuBLAS' generic `Kernel2` too), fmha/flash for attention,
@@ -47,14 +47,14 @@ def classify(name: str) -> str:
 
 
 def op_names(ops: pd.DataFrame, strings: dict) -> pd.Series:
-    """The ops' names (loader.op_names) as a Series aligned with `ops`."""
-    names = loader_op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
+    """The ops' names (analysis.trace.op_names) as a Series aligned with `ops`."""
+    names = trace_op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
     return pd.Series(names, index=ops.index)
 
 
 def op_classes(ops: pd.DataFrame, names: pd.Series, full_names: pd.DataFrame | None = None):
     """Each op's class by its short name; where that says nothing (`kernel`), by its full
-    (demangled) name from `full_names` (loader.read_full_names), matched on (start, corr)."""
+    (demangled) name from `full_names` (readers.nsys.read_full_names), matched on (start, corr)."""
     classes = names.map(lambda n: n if n.startswith("[") else classify(n))
     if full_names is None or not len(full_names):
         return classes

@@ -23,8 +23,8 @@ import pandas as pd  # noqa: E402
 from analysis.cli import Command, GapscopeError  # noqa: E402
 from analysis.errors import TraceError  # noqa: E402
 from analysis.kernels import kernel_table, op_names  # noqa: E402
-from analysis.loader import load_trace, read_full_names  # noqa: E402
 from analysis.plots import plot_analysis  # noqa: E402
+from analysis.readers.nsys import load_trace, read_full_names  # noqa: E402
 from analysis.runs import resolve_run  # noqa: E402
 from analysis.summary import analyze  # noqa: E402
 

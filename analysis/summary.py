@@ -8,7 +8,6 @@ import pandas as pd
 from analysis.errors import TraceError
 from analysis.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from analysis.intervals import Coverage
-from analysis.loader import Trace, op_names
 from analysis.steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
@@ -19,6 +18,7 @@ from analysis.steps import (
     step_table,
 )
 from analysis.streams import check_cover, stream_table, window_busy_ns
+from analysis.trace import Trace, op_names
 
 LEDGER = ("wait_ns", "host_ns", "launch_ns")
 

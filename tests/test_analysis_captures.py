@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.loader import KERNEL, load_trace
+from analysis.readers import load_trace
 from analysis.summary import analyze
+from analysis.trace import KERNEL
 
 RUNS = Path(__file__).parent / "data" / "runs"
 EXPECTED = Path(__file__).parent / "data" / "expected" / "runs"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.loader import load_trace
+from analysis.readers import load_trace
 from analysis.summary import analyze
 
 pytestmark = pytest.mark.gpu

@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 
 from analysis.kernels import classify, kernel_table, op_names
-from analysis.loader import KERNEL, MEMCPY, load_trace, read_full_names
+from analysis.readers import load_trace
+from analysis.readers.nsys import read_full_names
 from analysis.summary import analyze
+from analysis.trace import KERNEL, MEMCPY
 
 GRAPHED = Path(__file__).parent / "data" / "runs" / "graphed" / "capture.sqlite"
 

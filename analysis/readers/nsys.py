@@ -1,4 +1,4 @@
-"""The only module that touches SQLite: reads an Nsight Systems export into DataFrames.
+"""The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (analysis.trace).
 
 The file is opened read-only (`mode=ro`): analysing a trace never changes its bytes.
 Required tables are checked first, with the nsys option that would have recorded them.
@@ -6,16 +6,15 @@ Required tables are checked first, with the nsys option that would have recorded
 
 import itertools
 import multiprocessing
-import re
 import sqlite3
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceError
+from analysis.trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
 
 # Event types of NVTX_EVENTS that are ranges (the same four nsys's own projection report reads).
 NVTX_PUSHPOP = 59
@@ -24,13 +23,11 @@ NVTXT_PUSHPOP = 70
 NVTXT_STARTEND = 71
 RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
 
-KERNEL, MEMCPY, MEMSET = 0, 1, 2
 OP_TABLES = {
     KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
     MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
     MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET",
 }
-OP_KIND_NAMES = {KERNEL: "kernel", MEMCPY: "[memcpy]", MEMSET: "[memset]"}
 
 # globalTid = pid << 24 | tid (plus a hardware tag in the top bits); globalPid keeps the upper part.
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFFFFFFFF000000 as a signed 64-bit mask
@@ -40,51 +37,6 @@ REQUIRED_TABLES = {
     "NVTX_EVENTS": "profile with `nsys profile --trace=cuda,nvtx` and mark the steps with NVTX",
     "CUPTI_ACTIVITY_KIND_RUNTIME": "profile with `nsys profile --trace=cuda,nvtx`",
 }
-
-# API calls that make the calling thread wait for the device (names after strip_api_suffix).
-BLOCKING_CALLS = frozenset({
-    "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpy3DPeer",
-    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToArray", "cudaMemcpyFromArray",
-    "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray", "cudaMemcpyArrayToArray",
-    "cudaMemcpy2DArrayToArray",
-    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyDtoA", "cuMemcpyAtoD",
-    "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyAtoA", "cuMemcpy2D", "cuMemcpy2DUnaligned",
-    "cuMemcpy3D", "cuMemcpyPeer", "cuMemcpy3DPeer",
-})
-
-# `cudaLaunchKernel_v7000`, `cuMemcpyDtoH_v2`, per-thread default stream `_ptsz`/`_ptds`.
-_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
-
-
-def op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray:
-    """Kernel names from their string ids, copies and sets by their kind ([memcpy], [memset]);
-    each distinct name looked up once."""
-    codes, keys = pd.factorize(np.where(kind == KERNEL, name_id, -1 - kind))
-    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in keys]
-    return np.array(names, dtype=object)[codes]
-
-
-def strip_api_suffix(name: str) -> str:
-    return _API_SUFFIX.sub("", name)
-
-
-@dataclass(frozen=True)
-class Trace:
-    """One export. Times in ns; -1 where a value is missing.
-    `ops`: start, end, device, stream, corr, name_id, kind, and the launch call's call_start,
-    call_end and tid (its globalTid). `blocking`: the blocking API calls, start, end, tid, name
-    (version suffix stripped). `ranges`: closed NVTX ranges, start, end, tid, name."""
-
-    path: Path
-    schema_version: str
-    ops: pd.DataFrame
-    blocking: pd.DataFrame
-    ranges: pd.DataFrame
-    strings: dict
-
 
 def _connect(path: Path) -> sqlite3.Connection:
     if not path.is_file():

@@ -1,0 +1,73 @@
+"""The in-memory trace every reader produces and the analysis reads: it never asks which reader
+(an nsys SQLite export, a torch.profiler trace) made it.
+
+Times are ns on one clock per trace; -1 where a value is missing.
+"""
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# Kinds of GPU op. GRAPH is one whole CUDA-graph execution, as a graph-level capture records it
+# (nsys's default `--cuda-graph-trace=graph`): its nodes are not seen one by one.
+KERNEL, MEMCPY, MEMSET, GRAPH = 0, 1, 2, 3
+OP_KIND_NAMES = {KERNEL: "kernel", MEMCPY: "[memcpy]", MEMSET: "[memset]", GRAPH: "[graph]"}
+
+# API calls that make the calling thread wait for the device (names after strip_api_suffix).
+BLOCKING_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaThreadSynchronize", "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyPeer", "cudaMemcpy3DPeer",
+    "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cudaMemcpyToArray", "cudaMemcpyFromArray",
+    "cudaMemcpy2DToArray", "cudaMemcpy2DFromArray", "cudaMemcpyArrayToArray",
+    "cudaMemcpy2DArrayToArray",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+    "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cuMemcpyDtoD", "cuMemcpyDtoA", "cuMemcpyAtoD",
+    "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyAtoA", "cuMemcpy2D", "cuMemcpy2DUnaligned",
+    "cuMemcpy3D", "cuMemcpyPeer", "cuMemcpy3DPeer",
+})
+
+# `cudaLaunchKernel_v7000`, `cuMemcpyDtoH_v2`, per-thread default stream `_ptsz`/`_ptds`.
+_API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
+
+
+def strip_api_suffix(name: str) -> str:
+    return _API_SUFFIX.sub("", name)
+
+
+def op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray:
+    """Kernel names from their string ids, copies, sets and graphs by their kind ([memcpy]...);
+    each distinct name looked up once."""
+    codes, keys = pd.factorize(np.where(kind == KERNEL, name_id, -1 - kind))
+    names = [strings.get(int(k), "?") if k >= 0 else OP_KIND_NAMES[int(-1 - k)] for k in keys]
+    return np.array(names, dtype=object)[codes]
+
+
+def empty_metrics() -> pd.DataFrame:
+    return pd.DataFrame({"timestamp": pd.Series(dtype=np.int64),
+                         "device": pd.Series(dtype=np.int64),
+                         "metric": pd.Series(dtype=object),
+                         "value": pd.Series(dtype=np.float64)})
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One capture.
+    `ops`: start, end, device, stream, corr, name_id, kind, and the launch call's call_start,
+    call_end and tid (its thread). `blocking`: the blocking API calls, start, end, tid, name
+    (version suffix stripped). `ranges`: closed NVTX (or record_function) ranges, start, end,
+    tid, name. `strings`: name ids to names. `source`: the reader that made it ("nsys",
+    "kineto"). `gpu_metrics`: sampled GPU metrics (timestamp, device, metric, value), empty
+    when the capture sampled none."""
+
+    path: Path
+    schema_version: str
+    ops: pd.DataFrame
+    blocking: pd.DataFrame
+    ranges: pd.DataFrame
+    strings: dict
+    source: str = "nsys"
+    gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
