@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from harness.config import RunConfig, bench_configs
-from harness.instrument import no_window
+from harness.config import RunConfig, bench_configs, profile_window
+from harness.instrument import no_window, timeline_window
 from harness.model import weight_bytes
 from harness.run import load_model, make_decoder, sync, versions
 from harness.variants import expandable_share, set_expandable_segments
@@ -22,7 +22,9 @@ COPY_BYTES_CUDA = 1 << 30
 COPY_BYTES_CPU = 64 << 20  # keeps the CPU tests fast
 
 
-def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
+def bench(cfg: RunConfig, variants: list[str], repeats: int, timeline_repeats: int = 0) -> dict:
+    """Untraced timing of each variant; with timeline_repeats, that many more runs with per-step
+    CUDA events, whose timelines come back under "timelines" (variant -> untraced_steps.json)."""
     configs = bench_configs(cfg, variants)
     if "kv-expandable" in variants:
         # Alone, it is set before CUDA starts, so every segment is expandable (share 1.0); mixed
@@ -30,11 +32,39 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
         set_expandable_segments(variants == ["kv-expandable"])
     model = load_model(cfg)
     rate = copy_bytes_per_s(cfg.device)
-    results = [bench_variant(model, c, repeats, rate) for c in configs]
+    results, timelines = [], {}
+    for c in configs:
+        results.append(bench_variant(model, c, repeats, rate))
+        if timeline_repeats:
+            timelines[c.variant] = timeline(model, c, timeline_repeats)
     # Options as given: compile None and k None mean each variant's own default.
     config = {**cfg.to_json(), "variant": ",".join(variants), "compile": cfg.compile, "k": cfg.k,
               "repeats": repeats}
-    return {"config": config, "versions": versions(), "copy_bytes_per_s": rate, "results": results}
+    report = {"config": config, "versions": versions(), "copy_bytes_per_s": rate,
+              "results": results}
+    return report | ({"timelines": timelines} if timeline_repeats else {})
+
+
+TIMELINE_FORMAT = "gapscope-untraced-steps/1"
+
+
+def timeline(model, cfg: RunConfig, repeats: int) -> dict:
+    """`repeats` runs with every step between two CUDA events (after the timing runs, so those
+    ran without them): the untraced_steps.json of docs/METRICS.md, "Untraced"."""
+    decode = make_decoder(model, cfg)
+    decode(no_window())
+    runs, per_step_ms = [], []
+    for _ in range(repeats):
+        window = timeline_window()
+        sync(cfg)
+        t0 = time.perf_counter_ns()
+        result = decode(window)
+        sync(cfg)
+        per_step_ms.append((time.perf_counter_ns() - t0) / 1e6 / result["steps_run"])
+        runs.append(window.timeline.read())
+    return {"format": TIMELINE_FORMAT, "source": window.timeline.source, "variant": cfg.variant,
+            "window": list(profile_window(cfg)), "config": cfg.to_json(),
+            "ms_per_step_median": statistics.median(per_step_ms), "runs": runs}
 
 
 def copy_bytes_per_s(device: str, repeats: int = 5) -> float:

@@ -50,6 +50,12 @@ def build_parser() -> Parser:
     bench.add_argument("--variants", required=True, help="comma-separated, e.g. kv,static,graphed")
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--json", type=Path, default=None, help="write the results here")
+    bench.add_argument("--timeline", default=None, metavar="FILE",
+                       help="also time every step on the GPU with CUDA events (after the timing "
+                            "runs) and write untraced_steps.json here; with several variants "
+                            "FILE holds {variant}")
+    bench.add_argument("--timeline-repeats", type=int, default=3,
+                       help="runs with events for --timeline (3)")
     add_run_options(bench)
     sub.add_parser("variants", help="list the variants, one line each")
     return parser
@@ -90,16 +96,38 @@ def cmd_bench(args) -> int:
     bench_configs(to_config(args, variants[0]), variants)
     if args.json is not None and not args.json.parent.is_dir():
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent}")
+    timeline_paths = _timeline_paths(args.timeline, variants)
+    if args.timeline is not None and args.timeline_repeats < 1:
+        raise ConfigError(f"--timeline-repeats must be >= 1, got {args.timeline_repeats}")
     from harness.bench import bench, table
 
-    report = bench(to_config(args, variants[0]), variants, args.repeats)
+    report = bench(to_config(args, variants[0]), variants, args.repeats,
+                   args.timeline_repeats if timeline_paths else 0)
     print(table(report))
+    for variant, timeline in report.pop("timelines", {}).items():
+        _write_json(timeline_paths[variant], timeline, "--timeline")
     if args.json is not None:
-        try:
-            args.json.write_text(json.dumps(report, indent=2) + "\n")
-        except OSError as e:
-            raise ConfigError(f"cannot write --json {args.json}: {e.strerror}") from None
+        _write_json(args.json, report, "--json")
     return 0
+
+
+def _timeline_paths(spec: str | None, variants: list[str]) -> dict:
+    if spec is None:
+        return {}
+    if len(variants) > 1 and "{variant}" not in spec:
+        raise ConfigError("--timeline with several variants needs {variant} in FILE")
+    paths = {v: Path(spec.replace("{variant}", v)) for v in variants}
+    for path in paths.values():
+        if not path.parent.is_dir():
+            raise ConfigError(f"--timeline {path}: no directory {path.parent}")
+    return paths
+
+
+def _write_json(path: Path, doc: dict, option: str) -> None:
+    try:
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as e:
+        raise ConfigError(f"cannot write {option} {path}: {e.strerror}") from None
 
 
 def cmd_variants(args) -> int:

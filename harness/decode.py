@@ -96,7 +96,8 @@ def sync_loop(st: dict, step, window: ProfilerWindow, every: int | None) -> dict
     steps = 0
     for i in range(1, n + 1):
         with window_step(window, i), step_range(i):
-            with forward_range():
+            # The stop check's copy to the host falls outside the timed span, into the bubble.
+            with forward_range(), window.timeline.span(i):
                 flag = step(i)
             steps = i
             stop = False
@@ -138,7 +139,7 @@ def deferred_loop(st: dict, step, window: ProfilerWindow, streams: list, wait_ev
         with window_step(window, i), step_range(i):
             if s is not prev:
                 s.wait_stream(prev)  # step i reads step i-1's token, position and cache
-            with _on(s), forward_range():
+            with _on(s), forward_range(), window.timeline.span(i):
                 flag = step(i)
                 slots[i % 2].copy_(flag, non_blocking=cuda)
                 if cuda:

@@ -1,7 +1,9 @@
-"""NVTX ranges and the cudaProfilerStart/Stop window: context managers the decode loop always calls.
+"""NVTX ranges, the cudaProfilerStart/Stop window and the per-step CUDA-event timeline: context
+managers the decode loop always calls.
 
 The NVTX ranges cost a function call when no tool is attached (nvtx itself is then a no-op); the
-profiler window does nothing unless active and on CUDA. So the loop never asks "am I profiled".
+profiler window does nothing unless active and on CUDA; the timeline records nothing unless on.
+So the loop never asks "am I profiled".
 The analysis keys on the exact names: `Step N` (N from 1) holding `Model Forward` and
 `Check Stop Condition`.
 """
@@ -39,21 +41,82 @@ def check_range():
     return _range("Check Stop Condition", CHECK_COLOR)
 
 
+class StepTimeline:
+    """Two CUDA events per step, on the stream the step runs on: one before its first op, one
+    after its last. They are read back only after the run (`read`), so timing adds no host sync:
+    the untraced twin of a capture's per-step GPU timeline (docs/METRICS.md, "Untraced").
+
+    An event's time is when its stream reaches it: the start event of a step launched late marks
+    the launch, one behind a busy stream marks the moment the stream was free. Off CUDA, where
+    every op runs on the calling thread, the host clock stands in (`source` says which).
+    """
+
+    def __init__(self, on: bool = False):
+        self.on = on
+        self.cuda = torch.cuda.is_available()
+        self.source = "cuda-events" if self.cuda else "host-clock"
+        self.marks = []  # (step, start mark, end mark): CUDA events or perf_counter_ns
+
+    def _mark(self):
+        if not self.cuda:
+            return time.perf_counter_ns()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    @contextmanager
+    def span(self, i: int):
+        if not self.on:
+            yield
+            return
+        start = self._mark()
+        try:
+            yield
+        finally:
+            self.marks.append((i, start, self._mark()))
+
+    def read(self) -> dict:
+        """{"step", "start_ns", "end_ns"}: ns from the first step's start mark."""
+        if not self.marks:
+            return {"step": [], "start_ns": [], "end_ns": []}
+        t0 = self.marks[0][1]
+        if self.cuda:
+            self.marks[-1][2].synchronize()
+
+            def since(mark):
+                return round(t0.elapsed_time(mark) * 1e6)
+        else:
+            def since(mark):
+                return mark - t0
+        return {
+            "step": [i for i, _, _ in self.marks],
+            "start_ns": [since(s) for _, s, _ in self.marks],
+            "end_ns": [since(e) for _, _, e in self.marks],
+        }
+
+
 @dataclass
 class ProfilerWindow:
     """Profile steps start+1 .. stop: cudaProfilerStart before step start+1, Stop after step stop.
 
     Host clock marks at both edges are kept whether or not the window is active (they time it).
+    `timeline` records each step's GPU start and end with CUDA events when it is on.
     """
 
     start: int
     stop: int
     active: bool
     marks_ns: dict = field(default_factory=dict)
+    timeline: StepTimeline = field(default_factory=StepTimeline)
 
 
 def no_window() -> ProfilerWindow:
     return ProfilerWindow(0, 0, False)
+
+
+def timeline_window() -> ProfilerWindow:
+    """No capture range, every step timed on the GPU with CUDA events."""
+    return ProfilerWindow(0, 0, False, timeline=StepTimeline(on=True))
 
 
 @contextmanager

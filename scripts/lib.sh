@@ -107,11 +107,11 @@ new_run_dir() {  # BASE NAME: creates BASE/NAME, or NAME-2, NAME-3... if taken; 
   printf '%s\n' "$dir"
 }
 
-capture_flags() {  # TRACE: the nsys profile flags every capture uses (profile.sh and doctor)
-  # The harness opens and closes the window with cudaProfilerStart/Stop; without
+capture_flags() {  # TRACE [GRAPH_TRACE]: the nsys profile flags every capture uses (profile.sh
+  # and doctor). The harness opens and closes the window with cudaProfilerStart/Stop; without
   # --capture-range-end=stop nsys ends the program when the range closes (exit 143).
   printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop "--trace=$1" \
-    --sample=none --cpuctxsw=none --cuda-graph-trace=node --force-overwrite=false
+    --sample=none --cpuctxsw=none "--cuda-graph-trace=${2:-node}" --force-overwrite=false
 }
 
 json_merge() {  # FILE KEY JSON: sets FILE's top-level KEY to the JSON value, in place
@@ -141,7 +141,7 @@ if not entries:
 print(json.dumps(entries[0]))' "$@"
 }
 
-capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels>" found in an nsys export
+capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels or graph executions>" in an export
   "$PY" - "$1" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
@@ -151,9 +151,10 @@ STEPS_SQL = """
     SELECT count(*) FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId
     WHERE coalesce(e.text, s.value) LIKE 'Step %'"""
 steps = db.execute(STEPS_SQL).fetchone()[0] if {"NVTX_EVENTS", "StringIds"} <= tables else 0
-kernels = 0
-if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-    kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+# A graph-level capture (--cuda-graph-trace=graph) records graph executions, not their kernels.
+kernels = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+              if t in tables)
 print(steps, kernels)
 PY
 }

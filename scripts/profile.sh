@@ -8,6 +8,8 @@
 # in the name; never overwritten):
 #   untraced.json     the same configuration timed without nsys, so a report can show the
 #                     profiler's own overhead (GAPSCOPE_UNTRACED_REPEATS=5 repeats; 0 skips it)
+#   untraced_steps.json  the untraced twin: every step's GPU start and end from CUDA events, in
+#                     3 more runs of the same process (read back after each run: no added sync)
 #   capture.nsys-rep  the capture (opens in the Nsight Systems GUI)
 #   capture.sqlite    its SQLite export, made here by the same nsys: older ones cannot read it
 #   nsys.log          everything nsys and the harness printed
@@ -35,7 +37,7 @@ source "$here/lib.sh"
 # `-m harness` resolves to this checkout from any working directory.
 export PYTHONPATH="${here%/scripts}${PYTHONPATH:+:$PYTHONPATH}"
 
-usage="usage: scripts/profile.sh VARIANT [--osrt] [harness run options, e.g. --batch 1 --window 30:50]"
+usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [harness run options, e.g. --batch 1 --window 30:50]"
 { [ $# -ge 1 ] && [[ $1 != -* ]]; } || die 2 "$usage"
 variant=$1
 shift
@@ -43,10 +45,15 @@ trace=cuda,nvtx
 [ "${GAPSCOPE_OSRT:-0}" = 1 ] && trace=cuda,nvtx,osrt
 opts=()
 window=30:50
+graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node}
 prev=""
-for arg in "$@"; do
+while [ $# -gt 0 ]; do
+  arg=$1
+  shift
   case $arg in
     --osrt) trace=cuda,nvtx,osrt ;;
+    --cuda-graph-trace) graph_trace=${1:-}; shift || true ;;
+    --cuda-graph-trace=*) graph_trace=${arg#--cuda-graph-trace=} ;;
     --variant | --variant=* | --variants | --variants=* | --out | --out=*)
       die 2 "profile.sh sets $arg itself: $usage" ;;
     *) opts+=("$arg") ;;
@@ -55,6 +62,10 @@ for arg in "$@"; do
   [[ $arg == --window=* ]] && window=${arg#--window=}
   prev=$arg
 done
+case $graph_trace in
+  node | graph) ;;
+  *) die 2 "--cuda-graph-trace must be node or graph, got '$graph_trace': $usage" ;;
+esac
 
 # A wrong name is a usage error, found before anything else is looked for (nsys, a GPU).
 "$PY" - "$variant" <<'PYCHECK' || die 2 "unknown variant '$variant': $usage"
@@ -78,11 +89,11 @@ repeats=${GAPSCOPE_UNTRACED_REPEATS:-5}
 if [ "$repeats" != 0 ]; then
   rc=0
   "$PY" -m harness bench --variants "$variant" "${opts[@]}" --repeats "$repeats" \
-    --json "$run/untraced.json" || rc=$?
+    --json "$run/untraced.json" --timeline "$run/untraced_steps.json" || rc=$?
   [ "$rc" = 0 ] || die "$rc" "the untraced timing run failed (exit $rc, its message is above); nothing was captured"
 fi
 
-mapfile -t flags < <(capture_flags "$trace")
+mapfile -t flags < <(capture_flags "$trace" "$graph_trace")
 cmd=("$nsys" profile "${flags[@]}" -o "$run/capture"
   "$PY" -m harness run --variant "$variant" --out "$run" "${opts[@]}")
 note "capturing: ${cmd[*]}"

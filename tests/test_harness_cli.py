@@ -172,3 +172,34 @@ def test_bench_writes_json_and_a_table(tmp_path):
 def test_percentiles_interpolate_between_order_statistics():
     assert percentiles([5.0, 1.0, 4.0, 2.0, 3.0]) == pytest.approx([1.4, 3.0, 4.6])
     assert percentiles([7.0]) == [7.0, 7.0, 7.0]
+
+
+def test_bench_timeline_writes_one_untraced_timeline_per_variant(tmp_path):
+    proc = harness("bench", "--variants", "kv,pipelined", "--repeats", "1", "--stop", "fixed:4",
+                   "--timeline", str(tmp_path / "steps-{variant}.json"), "--timeline-repeats", "2",
+                   "--json", str(tmp_path / "bench.json"), *TINY)
+    assert proc.returncode == 0, proc.stderr
+    assert "timelines" not in json.loads((tmp_path / "bench.json").read_text())
+    kv, pipelined = (json.loads((tmp_path / f"steps-{v}.json").read_text())
+                     for v in ("kv", "pipelined"))
+    assert (kv["format"], kv["source"], kv["variant"]) == (
+        "gapscope-untraced-steps/1", "host-clock", "kv")
+    assert kv["window"] == [0, 12] and kv["ms_per_step_median"] > 0
+    assert len(kv["runs"]) == 2
+    # kv stops at step 4; pipelined reads step 4's flag in step 5, its one step of overshoot
+    assert [r["step"] for r in kv["runs"]] == [[1, 2, 3, 4]] * 2
+    assert pipelined["runs"][0]["step"] == [1, 2, 3, 4, 5]
+    for run in kv["runs"] + pipelined["runs"]:
+        starts, ends = run["start_ns"], run["end_ns"]
+        assert starts[0] == 0
+        # On the CPU each step ends before the next begins.
+        assert all(s < e for s, e in zip(starts, ends, strict=True))
+        assert all(e <= s for e, s in zip(ends, starts[1:], strict=False))
+
+
+def test_bench_timeline_with_several_variants_needs_a_placeholder(tmp_path):
+    proc = harness("bench", "--variants", "kv,static", "--timeline", str(tmp_path / "t.json"),
+                   *TINY)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "gapscope: error: --timeline with several variants needs {variant} in FILE\n")

@@ -141,7 +141,8 @@ def test_profile_passes_the_capture_flags_then_exports_to_sqlite(captured):
 def test_profile_makes_a_utc_named_run_dir_with_every_output(captured):
     _, run, _ = captured
     assert RUN_DIR_NAME.match(run.name), run.name
-    names = {"capture.nsys-rep", "capture.sqlite", "nsys.log", "run.json", "untraced.json"}
+    names = {"capture.nsys-rep", "capture.sqlite", "nsys.log", "run.json", "untraced.json",
+             "untraced_steps.json"}
     assert names <= {p.name for p in run.iterdir()}
     assert (run / "capture.sqlite").read_bytes() == FIXTURE.read_bytes()
 
