@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # overhead.sh [--out DIR] [--batches "1 32"] [--variants "static graphed ..."] [--flagsets "node graph"]
-#             [--processes N] [--graphed-processes N] [--export "node graph"] [harness options]
+#             [--processes N] [--graphed-processes N] [--export "node graph"]
+#             [--capture-variants "static graphed"] [harness run options]
 #
 # The profiler's own cost, variant by variant: each variant is timed untraced (`harness bench`,
 # then its per-step CUDA-event timeline) in N processes, then captured once per nsys flag set
@@ -14,7 +15,8 @@
 #   noevents  graph, plus --cuda-event-trace=false        (CUDA event calls not traced)
 #   metrics   --trace=nvtx --gpu-metrics-devices=0 --gpu-metrics-frequency=20000 (no CUDA trace)
 #   nvtx      --trace=nvtx                                (NVTX ranges alone)
-# Graph flag sets are skipped for variants without CUDA graphs (they equal node there).
+# Graph flag sets are skipped for variants without CUDA graphs (they equal node there);
+# --capture-variants limits the captures to those variants (the others are timed untraced only).
 # Output: DIR/b<batch>/<variant>/{untraced-p<N>.json, untraced_steps.json, <flagset>/...}, each
 # flag-set directory a run directory (run.json with nsys and untraced; capture.sqlite where
 # --export names the set), and DIR/overhead.md, the table (python -m analysis.overhead DIR).
@@ -31,6 +33,7 @@ flagsets="node graph"
 processes=2
 graphed_processes=1
 exports="node graph"
+captured=""
 opts=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
     --processes) processes=$2; shift 2 ;;
     --graphed-processes) graphed_processes=$2; shift 2 ;;
     --export) exports=$2; shift 2 ;;
+    --capture-variants) captured=$2; shift 2 ;;
     --batch | --variant | --out=* | --batch=*) die 2 "overhead.sh sets $1 itself (use --batches)" ;;
     *) opts+=("$1"); shift ;;
   esac
@@ -78,9 +82,14 @@ harness_args() {  # VARIANT: --variant NAME [--compile default]
   esac
 }
 
+wanted() {  # VARIANT FLAGSET: true when that capture is to be made
+  [ -z "$captured" ] || [[ " $captured " == *" $1 "* ]] || return 1
+  [[ $2 != graph* && $2 != noevents ]] || is_graphed "$1"
+}
+
 total=0
 for b in $batches; do for v in $variants; do for f in $flagsets; do
-  { [[ $f != graph* && $f != noevents ]] || is_graphed "$v"; } && total=$((total + 1))
+  if wanted "$v" "$f"; then total=$((total + 1)); fi
 done; done; done
 done_n=0
 for b in $batches; do
@@ -98,7 +107,7 @@ for b in $batches; do
     done
     "$PY" -m analysis.overhead merge-untraced "$dir" || true
     for f in $flagsets; do
-      if [[ $f == graph* || $f == noevents ]] && ! is_graphed "$v"; then continue; fi
+      wanted "$v" "$f" || continue
       done_n=$((done_n + 1))
       run=$dir/$f
       mkdir -p "$run"
