@@ -23,7 +23,10 @@
 #                                    nsys ends the program there (exit 143)
 #   --sample=none --cpuctxsw=none    no CPU sampling or context-switch trace: with them a capture
 #                                    took over two minutes and wrote 2.2 GB on the H200 machine
-#   --cuda-graph-trace=node          kernels inside CUDA graphs show one by one (graphed variants)
+#   --cuda-graph-trace=graph|node    graph: each graph replay is one GPU op (the default for the
+#                                    graph-replayed variants: cheap); node: its kernels one by
+#                                    one (the default otherwise; `--cuda-graph-trace node` to see
+#                                    the gaps inside a graph, at 8-33% overhead on the H200)
 #   --force-overwrite=false          an existing capture is never replaced
 #   --trace=cuda,nvtx                --osrt or GAPSCOPE_OSRT=1 adds osrt (OS runtime calls: the
 #                                    futex and poll waits behind a blocking sync)
@@ -45,7 +48,12 @@ trace=cuda,nvtx
 [ "${GAPSCOPE_OSRT:-0}" = 1 ] && trace=cuda,nvtx,osrt
 opts=()
 window=30:50
-graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node}
+# The graph-replayed variants are captured graph by graph unless asked: node-level tracing
+# cost them 8-33% on the H200, graph-level 0.5-3% (graphed-sync: 7-14%); docs/PROFILING.md.
+case $variant in
+  graphed | graphed-sync | fused) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-graph} ;;
+  *) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node} ;;
+esac
 prev=""
 while [ $# -gt 0 ]; do
   arg=$1

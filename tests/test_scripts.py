@@ -621,3 +621,26 @@ def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant):
     version = lib_sh(env, f'nsys_version "{record["nsys"]["path"]}"', cwd=tmp_path).stdout.strip()
     assert record["nsys"]["version"] == version
     assert record["untraced"]["variant"] == variant
+
+
+@pytest.mark.parametrize("variant, args, graph_trace", [
+    ("graphed", [], "graph"),
+    ("fused", [], "graph"),
+    ("graphed-sync", ["--cuda-graph-trace", "node"], "node"),
+    ("static", ["--cuda-graph-trace=graph"], "graph"),
+])
+def test_graph_replayed_variants_are_captured_graph_by_graph_unless_asked(
+        tmp_path, variant, args, graph_trace):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="nocapture", FAKE_NSYS_RUN="0")
+    run_script("profile.sh", env, variant, *args, "--device", "cpu", cwd=tmp_path)
+    (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert [f for f in profile if f.startswith("--cuda-graph-trace")] == [
+        f"--cuda-graph-trace={graph_trace}"]
+
+
+def test_a_graph_trace_level_other_than_node_or_graph_is_a_usage_error(tmp_path):
+    result = run_script("profile.sh", make_env(tmp_path), "graphed", "--cuda-graph-trace", "kernel",
+                        "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 2
+    assert last_line(result.stderr).startswith(
+        "gapscope: --cuda-graph-trace must be node or graph, got 'kernel'")
