@@ -34,9 +34,10 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int, timeline_repeats: i
     rate = copy_bytes_per_s(cfg.device)
     results, timelines = [], {}
     for c in configs:
-        results.append(bench_variant(model, c, repeats, rate))
+        entry, decode = bench_variant(model, c, repeats, rate)
+        results.append(entry)
         if timeline_repeats:
-            timelines[c.variant] = timeline(model, c, timeline_repeats)
+            timelines[c.variant] = timeline(decode, c, timeline_repeats)
     # Options as given: compile None and k None mean each variant's own default.
     config = {**cfg.to_json(), "variant": ",".join(variants), "compile": cfg.compile, "k": cfg.k,
               "repeats": repeats}
@@ -48,11 +49,9 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int, timeline_repeats: i
 TIMELINE_FORMAT = "gapscope-untraced-steps/1"
 
 
-def timeline(model, cfg: RunConfig, repeats: int) -> dict:
-    """`repeats` runs with every step between two CUDA events (after the timing runs, so those
-    ran without them): the untraced_steps.json of docs/METRICS.md, "Untraced"."""
-    decode = make_decoder(model, cfg)
-    decode(no_window())
+def timeline(decode, cfg: RunConfig, repeats: int) -> dict:
+    """`repeats` more runs of a warm decoder with every step between two CUDA events (after the
+    timing runs, so those ran without them): docs/METRICS.md's untraced_steps.json."""
     runs, per_step_ms = [], []
     for _ in range(repeats):
         window = timeline_window()
@@ -92,7 +91,8 @@ def sync_device(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def bench_variant(model, cfg: RunConfig, repeats: int, copy_rate: float) -> dict:
+def bench_variant(model, cfg: RunConfig, repeats: int, copy_rate: float) -> tuple:
+    """(the variant's bench entry, its warm decoder)."""
     cuda = cfg.device == "cuda"
     if cuda:
         set_expandable_segments(cfg.variant == "kv-expandable")
@@ -129,7 +129,7 @@ def bench_variant(model, cfg: RunConfig, repeats: int, copy_rate: float) -> dict
         "weight_floor_ms_per_step": floor_ms,
         "weight_floor_pct": 100 * floor_ms / step_ms[1],
         "expandable_segment_share": expandable_share(),
-    }
+    }, decode
 
 
 def percentiles(xs: list[float]) -> list[float]:

@@ -180,7 +180,10 @@ def test_bench_reports_memory_and_the_weight_floor_on_the_gpu():
 def test_timeline_times_every_step_on_the_gpu_without_a_sync(gpt2, variant):
     from harness.bench import timeline
 
-    doc = timeline(gpt2, config(variant), repeats=2)
+    cfg = config(variant)
+    decode = make_decoder(gpt2, cfg)
+    decode(no_window())
+    doc = timeline(decode, cfg, repeats=2)
     assert doc["source"] == "cuda-events" and len(doc["runs"]) == 2
     for run in doc["runs"]:
         starts, ends = run["start_ns"], run["end_ns"]
