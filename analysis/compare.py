@@ -37,7 +37,7 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         s = a.summary
         row = {"label": label, "device": a.device, "steps": s["steps"],
                "gpu_util": s["gpu_util"], "bubble_ns_p90": s["bubble_ns_p90"],
-               "sync_free_speedup": s["sync_free_speedup"]}
+               "sync_idle_share": s["sync_idle_share"]}
         for column, key in COMPARED.items():
             row[key] = s[key]
             b, base = boot[column], boots[0][column]
@@ -95,7 +95,7 @@ def display_rows(table: pd.DataFrame) -> list:
                                 else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
     ]
     out += [(f"idle {c} ms", [f"{r[f'idle_{c}_ns'] / 1e6:.2f}" for r in rows]) for c in CAUSES]
-    out.append(("sync-free speedup", [_opt(r["sync_free_speedup"], ".3f") for r in rows]))
+    out.append(("sync idle share", [_opt(r["sync_idle_share"], ".1%") for r in rows]))
     # From run.json where the harness and profile script recorded them; left out when no run has.
     timing = [
         ("traced ms/step (run.json)", [_opt(r["traced_ms_per_step"], ".2f") for r in rows]),

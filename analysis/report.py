@@ -86,8 +86,15 @@ def shares(parts: dict, total: int, names: tuple, suffix: str = "") -> str:
     return "  ".join(f"{n.removesuffix(suffix)} {v / total:.1%}" for v, n in shown)
 
 
+# Said wherever graph executions were recorded whole: the gaps between their nodes exist, but
+# the capture cannot show them (nor the busy time inside, which counts as busy throughout).
+GRAPH_NOTES = {
+    "graph": "graph: gaps inside a graph are not visible; --cuda-graph-trace=node shows them",
+    "mixed": "mixed: gaps inside some graphs are not visible; --cuda-graph-trace=node shows them",
+}
+
+
 def text_summary(label: str, s: dict, schema: str) -> str:
-    speedup = s["sync_free_speedup"]
     cover = s["check_cover_median"]
     lines = [
         f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
@@ -99,14 +106,16 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         "between steps",
         f"  idle by cause  {shares(s['idle_ns_by_cause'], s['idle_ns'], CAUSES)}",
         f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, '_ns')}",
-        f"  sync-free      at most {speedup:.3f}x faster with the sync hidden"
-        if speedup else "  sync-free      n/a",
+        f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
+        "the sync buys: see untraced)",
         f"  streams        {s['streams']}, {ms(s['concurrent_ns'])} with two or more running; "
         f"stop checks {pct(cover)} busy (median)",
         f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
         + (f", {s['ops_without_launch_call']} without a launch call"
            if s["ops_without_launch_call"] else ""),
     ]
+    if s["cuda_graph_trace"] in GRAPH_NOTES:
+        lines.append(f"  CUDA graphs    {GRAPH_NOTES[s['cuda_graph_trace']]}")
     return "\n".join(lines)
 
 
@@ -123,7 +132,8 @@ SUMMARY_ROWS = (
     ("bubble median", "bubble_ns_median", us),
     ("bubble p90", "bubble_ns_p90", us),
     ("gaps", "gaps", str),
-    ("sync-free speedup", "sync_free_speedup", lambda v: "n/a" if v is None else f"{v:.3f}x"),
+    ("sync idle share (traced)", "sync_idle_share", pct),
+    ("CUDA graph trace", "cuda_graph_trace", str),
 )
 
 
@@ -158,5 +168,8 @@ def md_steps(a) -> str:
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
-        parts += [md_summary(a), md_steps(a)]
+        parts.append(md_summary(a))
+        if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
+            parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
+        parts.append(md_steps(a))
     return "\n\n".join(parts) + "\n"

@@ -228,7 +228,7 @@ def capture_rows(caps: dict) -> tuple:
                     f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
                     for c in ("sync", "host", "queued")
                 ),
-                "sync-free speedup": f"{s['sync_free_speedup']:.3f}x",
+                "sync idle share": f"{s['sync_idle_share'] * 100:.1f}%",
                 "check cover": "–"
                 if s["check_cover_median"] is None
                 else f"{s['check_cover_median']:.2f}",
