@@ -116,6 +116,11 @@ def text_summary(label: str, s: dict, schema: str) -> str:
     ]
     if s["cuda_graph_trace"] in GRAPH_NOTES:
         lines.append(f"  CUDA graphs    {GRAPH_NOTES[s['cuda_graph_trace']]}")
+    if "untraced" in s:
+        u = s["untraced"]
+        lines.append(f"  untraced       {ms(u['period_ns_median'])} period, "
+                     f"{us(u['bubble_ns_median'])} bubble median; the profiler's share of the "
+                     f"bubble: {pct(u['profiler_bubble_share'])}")
     return "\n".join(lines)
 
 
@@ -143,9 +148,25 @@ def md_table(header: list, rows: list) -> str:
     return "\n".join(lines)
 
 
+# The untraced twin's rows (summary.untraced), where the run has one.
+UNTRACED_ROWS = (
+    ("untraced steps (events)", "steps", str),
+    ("untraced GPU period (median)", "period_ns_median", ms),
+    ("untraced bubble median", "bubble_ns_median", us),
+    ("untraced bubble p90", "bubble_ns_p90", us),
+    ("untraced span (median)", "span_ns_median", ms),
+    ("profiler's share of the bubble", "profiler_bubble_share", pct),
+    ("profiler's share of the period", "profiler_period_share", pct),
+)
+# What to trust for the sync: the traced share is the observer's picture, not the gain.
+SYNC_NOTE = "sync idle share: as traced; what hiding the sync buys: the untraced bubble and pair"
+
+
 def md_summary(a) -> str:
     s = a.summary
     rows = [(name, fmt(s[key])) for name, key, fmt in SUMMARY_ROWS]
+    if "untraced" in s:
+        rows += [(name, fmt(s["untraced"][key])) for name, key, fmt in UNTRACED_ROWS]
     rows += [(f"idle: {c}", ms(s["idle_ns_by_cause"][c])) for c in CAUSES]
     rows += [(f"ledger: {p.removesuffix('_ns')}", ms(s["idle_ledger"][p])) for p in LEDGER]
     return md_table(["device " + str(a.device), "value"], rows)
@@ -153,13 +174,15 @@ def md_summary(a) -> str:
 
 STEP_COLUMNS = ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns",
                 "idle_wait_ns", "idle_host_ns", "idle_launch_ns")
+TWIN_STEP_COLUMNS = ("untraced_period_ns", "untraced_bubble_ns")
 
 
 def md_steps(a) -> str:
-    header = [c.replace("_ns", " (µs)") for c in STEP_COLUMNS]
+    columns = [*STEP_COLUMNS, *(c for c in TWIN_STEP_COLUMNS if c in a.steps)]
+    header = [c.replace("_ns", " (µs)") for c in columns]
     rows = [
         [("" if v is None else (f"{v / 1e3:.1f}" if c.endswith("_ns") else v))
-         for c, v in ((c, plain(r[c])) for c in STEP_COLUMNS)]
+         for c, v in ((c, plain(r[c])) for c in columns)]
         for _, r in a.steps.iterrows()
     ]
     return md_table(header, rows)
@@ -171,5 +194,5 @@ def to_markdown(label: str, analyses: list) -> str:
         parts.append(md_summary(a))
         if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
             parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
-        parts.append(md_steps(a))
+        parts += [SYNC_NOTE, md_steps(a)]
     return "\n\n".join(parts) + "\n"
