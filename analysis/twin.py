@@ -39,6 +39,8 @@ def untraced_summary(u: UntracedSteps) -> dict:
         "span_ns_median": median(steps["span_ns"]),
         "overlap_ns_median": median(steps["overlap_ns"]),
         "ms_per_step_median": u.ms_per_step_median,
+        # Each run's own median: the spread between processes, which one median would hide.
+        "run_period_ns_medians": [median(g) for _, g in steps.groupby("run")["period_ns"]],
     }
 
 
