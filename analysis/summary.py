@@ -104,9 +104,15 @@ def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
     executions (GRAPH ops), or node by node (other ops launched by a graph launch call, which
     their kernels name through its correlation id)."""
     whole = ops["kind"].to_numpy() == GRAPH
-    key = ["tid", "corr"]
-    launched = ops[key].merge(graph_launches[key].drop_duplicates(), how="left", indicator=True)
-    nodes = (launched["_merge"].to_numpy() == "both") & ~whole & (ops["tid"].to_numpy() >= 0)
+    # Same correlation id and thread as a graph launch call; the ids first, a cheap filter
+    # that leaves only a graphed capture's ops to match on both.
+    nodes = (np.isin(ops["corr"].to_numpy(), graph_launches["corr"].to_numpy()) & ~whole
+             & (ops["tid"].to_numpy() >= 0))
+    if nodes.any():
+        key = ["tid", "corr"]
+        launched = ops.loc[nodes, key].merge(graph_launches[key].drop_duplicates(), how="left",
+                                             indicator=True)
+        nodes[nodes] = launched["_merge"].to_numpy() == "both"
     kind = {(True, True): "mixed", (True, False): "graph", (False, True): "node",
             (False, False): "none"}[(bool(whole.any()), bool(nodes.any()))]
     return {

@@ -1,4 +1,4 @@
-"""The traced capture beside its untraced twin (METRICS.md, "Untraced steps"): the same steps
+"""The traced capture beside its untraced twin (METRICS.md, "Untraced"): the same steps
 timed with CUDA events in a run without nsys, so each traced number can be set against what
 the loop does when nobody watches.
 

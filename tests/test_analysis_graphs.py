@@ -157,3 +157,15 @@ def test_a_real_graph_level_capture_reads_its_graph_executions():
     # The graphs cover most of the window (the bug this fixes read "GPU busy 0.1%").
     assert s["gpu_util"] > 0.5
     assert s["idle_ns_by_cause"]["sync"] > 0  # the .item() after each replay
+
+
+def test_a_graph_launch_of_another_process_with_the_same_id_makes_no_node(tmp_path):
+    # Correlation ids are per process: process 2000's cudaGraphLaunch #5 did not launch
+    # process 1000's kernel #5.
+    t = Synth()
+    t.range("Step 1", 0, 50)
+    t.call("cudaLaunchKernel_v7000", 2, 4, corr=5)
+    t.op(5, 10, 20)
+    t.call(GRAPH_LAUNCH, 1, 3, pid=2000, tid=2001, corr=5)
+    (a,) = analyse(tmp_path, t)
+    assert (a.summary["cuda_graph_trace"], a.summary["graph_node_ops"]) == ("none", 0)

@@ -269,25 +269,25 @@ def blocking_name_ids(strings: dict) -> dict:
     return call_name_ids(strings, BLOCKING_CALLS)
 
 
+# The blocking calls and the graph launch calls in one pass over the API table.
 CALLS_SQL = """
-SELECT start, end, IFNULL(globalTid, -1), {last} FROM CUPTI_ACTIVITY_KIND_RUNTIME
-WHERE nameId IN ({ids})
+SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})
 """
 
 
-def read_blocking_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
-    names = blocking_name_ids(strings)
-    sql = CALLS_SQL.format(last="nameId", ids=", ".join(str(i) for i in names) or "NULL")
-    calls = _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "name_id"])
-    calls["name"] = calls["name_id"].map(names).astype(object)
-    return calls.drop(columns="name_id")
-
-
-def read_graph_launches(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
-    names = call_name_ids(strings, GRAPH_LAUNCH_CALLS)
-    sql = CALLS_SQL.format(last="IFNULL(correlationId, -1)",
-                           ids=", ".join(str(i) for i in names) or "NULL")
-    return _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "corr"])
+def read_calls(con: sqlite3.Connection, strings: dict) -> tuple:
+    """(blocking calls: start, end, tid, name; graph launch calls: start, end, tid, corr)."""
+    blocking = blocking_name_ids(strings)
+    launches = call_name_ids(strings, GRAPH_LAUNCH_CALLS)
+    sql = CALLS_SQL.format(ids=", ".join(str(i) for i in blocking | launches) or "NULL")
+    calls = _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "corr", "name_id"])
+    is_blocking = calls["name_id"].isin(list(blocking)).to_numpy()
+    block = calls[is_blocking].reset_index(drop=True)
+    block["name"] = block["name_id"].map(blocking).astype(object)
+    graph = calls[~is_blocking].reset_index(drop=True)
+    return (block[["start", "end", "tid", "name"]],
+            graph[["start", "end", "tid", "corr"]])
 
 
 # The name is `text`, or the registered string through `textId` (the `nvtx` package registers).
@@ -324,14 +324,15 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         tables = _tables(con)
         kinds = check_tables(path, tables)
         strings = read_strings(con)
+        blocking, graph_launches = read_calls(con, strings)
         trace = Trace(
             path=path,
             schema_version=_schema_version(con, tables),
             ops=read_ops(con, _uri(path), kinds, parallel_min_ops),
-            blocking=read_blocking_calls(con, strings),
+            blocking=blocking,
             ranges=read_ranges(con),
             strings=strings,
-            graph_launches=read_graph_launches(con, strings),
+            graph_launches=graph_launches,
         )
     except sqlite3.DatabaseError as e:
         raise TraceError(

@@ -1,6 +1,6 @@
 """The untraced twin's reader: `untraced_steps.json`, the GPU start and end of every step timed
 with CUDA events in a run without nsys (the harness writes it; the format is below), into a
-per-step table and its summary (METRICS.md, "Untraced steps").
+per-step table and its summary (METRICS.md, "Untraced").
 
     {"format": "gapscope-untraced-steps/1", "source": "cuda-events", "variant": "graphed-sync",
      "window": [30, 50],            # the traced capture's window: steps 31..50 (or null)
