@@ -69,10 +69,10 @@ class Trace:
     graph exec id (graphExecId), -1 for copies and sets. `blocking`: the blocking API calls,
     start, end, tid, name (version suffix stripped). `ranges`: closed NVTX (or record_function)
     ranges, start, end, tid, name. `strings`: name ids to names. `source`: the reader that made
-    it ("nsys", "kineto"). `graph_launches`: the graph launch calls (GRAPH_LAUNCH_CALLS), start,
-    end, tid, corr: an op one of them launched that is not a GRAPH op is a graph node recorded
-    on its own (empty where the reader cannot tell). `gpu_metrics`: sampled GPU metrics
-    (timestamp, device, metric, value), empty when the capture sampled none."""
+    it ("nsys", "kineto"). `gpu_metrics`: sampled GPU metrics (timestamp, device, metric, value),
+    empty when the capture sampled none. `graph_launches`: the graph launch calls
+    (GRAPH_LAUNCH_CALLS), start, end, tid, corr: an op one of them launched that is not a GRAPH
+    op is a graph node recorded on its own (empty where the reader cannot tell)."""
 
     path: Path
     schema_version: str
@@ -81,5 +81,5 @@ class Trace:
     ranges: pd.DataFrame
     strings: dict
     source: str = "nsys"
-    graph_launches: pd.DataFrame = field(default_factory=empty_calls)
     gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
+    graph_launches: pd.DataFrame = field(default_factory=empty_calls)
