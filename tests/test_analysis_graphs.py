@@ -157,6 +157,7 @@ def test_a_real_graph_level_capture_reads_its_graph_executions():
     # The graphs cover most of the window (the bug this fixes read "GPU busy 0.1%").
     assert s["gpu_util"] > 0.5
     assert s["idle_ns_by_cause"]["sync"] > 0  # the .item() after each replay
+    assert "  CUDA graphs    graph: gaps inside a graph are not visible" in to_text("g", [a], "")
 
 
 def test_a_graph_launch_of_another_process_with_the_same_id_makes_no_node(tmp_path):
