@@ -12,10 +12,12 @@ from analysis import compare as compare_mod
 from analysis import report as report_mod
 from analysis.errors import TraceError
 from analysis.readers import load_trace
+from analysis.readers.untraced import read_untraced_steps
 from analysis.runs import resolve_run, unique_labels
 from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from analysis.summary import Options
 from analysis.summary import analyze as run_analysis
+from analysis.twin import with_untraced
 
 
 class GapscopeError(click.ClickException):
@@ -85,7 +87,11 @@ def _analyse(arg: str, options: Options) -> tuple:
     try:
         run = resolve_run(arg)
         trace = load_trace(run.trace_path)
-        return run, trace.schema_version, run_analysis(trace, options)
+        analyses = run_analysis(trace, options)
+        if run.untraced_steps is not None:
+            twin = read_untraced_steps(run.untraced_steps)
+            analyses = [with_untraced(a, twin) for a in analyses]
+        return run, trace.schema_version, analyses
     except TraceError as e:
         raise GapscopeError(str(e)) from None
 

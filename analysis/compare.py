@@ -7,7 +7,7 @@ medians (steps resampled with replacement, seeded) contains zero.
 import numpy as np
 import pandas as pd
 
-from analysis.report import md_table
+from analysis.report import SYNC_NOTE, md_table
 from analysis.summary import CAUSES
 
 BOOTSTRAP_SAMPLES = 2000
@@ -37,7 +37,7 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         s = a.summary
         row = {"label": label, "device": a.device, "steps": s["steps"],
                "gpu_util": s["gpu_util"], "bubble_ns_p90": s["bubble_ns_p90"],
-               "sync_free_speedup": s["sync_free_speedup"]}
+               "sync_idle_share": s["sync_idle_share"]}
         for column, key in COMPARED.items():
             row[key] = s[key]
             b, base = boot[column], boots[0][column]
@@ -54,8 +54,59 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         row["traced_ms_per_step"] = traced
         row["untraced_ms_per_step"] = untraced
         row["profiler_overhead"] = traced / untraced - 1 if traced and untraced else None
+        twin = s.get("untraced") or {}
+        for key in ("period_ns_median", "bubble_ns_median", "profiler_bubble_share"):
+            row[f"untraced_{key}"] = twin.get(key)
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table["traced_rank"], table["untraced_rank"] = ranks(table)
+    return table
+
+
+def untraced_figure(table: pd.DataFrame) -> tuple:
+    """The untraced figure every run has, to rank them by: the twin's GPU period (events), else
+    the bench's ms/step (run.json); (None, None) where some run has neither."""
+    for key, scale, name in (("untraced_period_ns_median", 1e6, "events"),
+                             ("untraced_ms_per_step", 1.0, "bench")):
+        values = pd.to_numeric(table[key], errors="coerce")
+        if values.notna().all():
+            return values / scale, name
+    return None, None
+
+
+def ranks(table: pd.DataFrame) -> tuple:
+    """1 for the fastest, by the traced GPU period and by the untraced figure (None where a run
+    lacks one: a ranking of some runs would hide the others)."""
+    traced = pd.to_numeric(table["period_ns_median"], errors="coerce")
+    untraced, _ = untraced_figure(table)
+    if untraced is None or traced.isna().any():
+        return [None] * len(table), [None] * len(table)
+    return _rank(traced), _rank(untraced)
+
+
+def _rank(values: pd.Series) -> list:
+    return values.rank(method="min").astype(int).tolist()
+
+
+def order_flips(table: pd.DataFrame) -> list:
+    """One line per pair of runs that the traced GPU period orders one way and the untraced
+    figure the other: the profiler changed the sign of the difference."""
+    untraced, name = untraced_figure(table)
+    if untraced is None:
+        return []
+    traced = pd.to_numeric(table["period_ns_median"], errors="coerce") / 1e6
+    labels = list(table["label"])
+    lines = []
+    for i in range(len(table)):
+        for j in range(i + 1, len(table)):
+            dt, du = traced[i] - traced[j], untraced[i] - untraced[j]
+            if dt * du < 0:
+                fast, slow = (i, j) if dt < 0 else (j, i)
+                lines.append(
+                    f"order flip: {labels[fast]} beats {labels[slow]} traced "
+                    f"({traced[fast]:.3f} vs {traced[slow]:.3f} ms) but not untraced "
+                    f"({untraced[fast]:.3f} vs {untraced[slow]:.3f} ms, {name})")
+    return lines
 
 
 def _median_ci(row: pd.Series, key: str, first: bool, scale: float, digits: int) -> str:
@@ -95,14 +146,29 @@ def display_rows(table: pd.DataFrame) -> list:
                                 else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
     ]
     out += [(f"idle {c} ms", [f"{r[f'idle_{c}_ns'] / 1e6:.2f}" for r in rows]) for c in CAUSES]
-    out.append(("sync-free speedup", [_opt(r["sync_free_speedup"], ".3f") for r in rows]))
+    out.append(("sync idle share", [_opt(r["sync_idle_share"], ".1%") for r in rows]))
     # From run.json where the harness and profile script recorded them; left out when no run has.
     timing = [
         ("traced ms/step (run.json)", [_opt(r["traced_ms_per_step"], ".2f") for r in rows]),
         ("untraced ms/step (run.json)", [_opt(r["untraced_ms_per_step"], ".2f") for r in rows]),
         ("profiler overhead", [_opt(r["profiler_overhead"], ".1%") for r in rows]),
     ]
-    return out + [(name, cells) for name, cells in timing if set(cells) != {"n/a"}]
+    twin = [
+        ("untraced period ms (events)",
+         [_opt(_scaled(r["untraced_period_ns_median"], 1e6), ".3f") for r in rows]),
+        ("untraced bubble µs (events)",
+         [_opt(_scaled(r["untraced_bubble_ns_median"], 1e3), ".1f") for r in rows]),
+        ("profiler's share of bubble", [_opt(r["untraced_profiler_bubble_share"], ".1%")
+                                        for r in rows]),
+        ("rank traced / untraced", [f"{r['traced_rank']} / {r['untraced_rank']}"
+                                    if r["untraced_rank"] is not None else "n/a" for r in rows]),
+    ]
+    return out + [(name, cells) for name, cells in timing + twin if set(cells) != {"n/a"}]
+
+
+def _scaled(value, scale: float):
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) \
+        else value / scale
 
 
 LEGEND = ("~ within noise of the first run (95% bootstrap CI of the difference of medians "
@@ -116,9 +182,10 @@ def to_text(table: pd.DataFrame) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
              for row in cells]
-    return "\n".join(lines + ["", LEGEND])
+    return "\n".join(lines + ["", LEGEND, *order_flips(table), SYNC_NOTE])
 
 
 def to_markdown(table: pd.DataFrame) -> str:
     rows = [[name, *values] for name, values in display_rows(table)]
-    return md_table(["", *table["label"]], rows) + "\n\n" + LEGEND + "\n"
+    notes = [LEGEND, *(f"**{line}**" for line in order_flips(table)), SYNC_NOTE]
+    return md_table(["", *table["label"]], rows) + "\n\n" + "\n\n".join(notes) + "\n"

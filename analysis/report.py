@@ -86,8 +86,15 @@ def shares(parts: dict, total: int, names: tuple, suffix: str = "") -> str:
     return "  ".join(f"{n.removesuffix(suffix)} {v / total:.1%}" for v, n in shown)
 
 
+# Said wherever graph executions were recorded whole: the gaps between their nodes exist, but
+# the capture cannot show them (nor the busy time inside, which counts as busy throughout).
+GRAPH_NOTES = {
+    "graph": "graph: gaps inside a graph are not visible; --cuda-graph-trace=node shows them",
+    "mixed": "mixed: gaps inside some graphs are not visible; --cuda-graph-trace=node shows them",
+}
+
+
 def text_summary(label: str, s: dict, schema: str) -> str:
-    speedup = s["sync_free_speedup"]
     cover = s["check_cover_median"]
     lines = [
         f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
@@ -99,14 +106,21 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         "between steps",
         f"  idle by cause  {shares(s['idle_ns_by_cause'], s['idle_ns'], CAUSES)}",
         f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, '_ns')}",
-        f"  sync-free      at most {speedup:.3f}x faster with the sync hidden"
-        if speedup else "  sync-free      n/a",
+        f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
+        "the sync buys: see untraced)",
         f"  streams        {s['streams']}, {ms(s['concurrent_ns'])} with two or more running; "
         f"stop checks {pct(cover)} busy (median)",
         f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
         + (f", {s['ops_without_launch_call']} without a launch call"
            if s["ops_without_launch_call"] else ""),
     ]
+    if s["cuda_graph_trace"] in GRAPH_NOTES:
+        lines.append(f"  CUDA graphs    {GRAPH_NOTES[s['cuda_graph_trace']]}")
+    if "untraced" in s:
+        u = s["untraced"]
+        lines.append(f"  untraced       {ms(u['period_ns_median'])} period, "
+                     f"{us(u['bubble_ns_median'])} bubble median; the profiler's share of the "
+                     f"bubble: {pct(u['profiler_bubble_share'])}")
     return "\n".join(lines)
 
 
@@ -123,7 +137,8 @@ SUMMARY_ROWS = (
     ("bubble median", "bubble_ns_median", us),
     ("bubble p90", "bubble_ns_p90", us),
     ("gaps", "gaps", str),
-    ("sync-free speedup", "sync_free_speedup", lambda v: "n/a" if v is None else f"{v:.3f}x"),
+    ("sync idle share (traced)", "sync_idle_share", pct),
+    ("CUDA graph trace", "cuda_graph_trace", str),
 )
 
 
@@ -133,9 +148,25 @@ def md_table(header: list, rows: list) -> str:
     return "\n".join(lines)
 
 
+# The untraced twin's rows (summary.untraced), where the run has one.
+UNTRACED_ROWS = (
+    ("untraced steps (events)", "steps", str),
+    ("untraced GPU period (median)", "period_ns_median", ms),
+    ("untraced bubble median", "bubble_ns_median", us),
+    ("untraced bubble p90", "bubble_ns_p90", us),
+    ("untraced span (median)", "span_ns_median", ms),
+    ("profiler's share of the bubble", "profiler_bubble_share", pct),
+    ("profiler's share of the period", "profiler_period_share", pct),
+)
+# What to trust for the sync: the traced share is the observer's picture, not the gain.
+SYNC_NOTE = "sync idle share: as traced; what hiding the sync buys: the untraced bubble and pair"
+
+
 def md_summary(a) -> str:
     s = a.summary
     rows = [(name, fmt(s[key])) for name, key, fmt in SUMMARY_ROWS]
+    if "untraced" in s:
+        rows += [(name, fmt(s["untraced"][key])) for name, key, fmt in UNTRACED_ROWS]
     rows += [(f"idle: {c}", ms(s["idle_ns_by_cause"][c])) for c in CAUSES]
     rows += [(f"ledger: {p.removesuffix('_ns')}", ms(s["idle_ledger"][p])) for p in LEDGER]
     return md_table(["device " + str(a.device), "value"], rows)
@@ -143,13 +174,15 @@ def md_summary(a) -> str:
 
 STEP_COLUMNS = ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns",
                 "idle_wait_ns", "idle_host_ns", "idle_launch_ns")
+TWIN_STEP_COLUMNS = ("untraced_period_ns", "untraced_bubble_ns")
 
 
 def md_steps(a) -> str:
-    header = [c.replace("_ns", " (µs)") for c in STEP_COLUMNS]
+    columns = [*STEP_COLUMNS, *(c for c in TWIN_STEP_COLUMNS if c in a.steps)]
+    header = [c.replace("_ns", " (µs)") for c in columns]
     rows = [
         [("" if v is None else (f"{v / 1e3:.1f}" if c.endswith("_ns") else v))
-         for c, v in ((c, plain(r[c])) for c in STEP_COLUMNS)]
+         for c, v in ((c, plain(r[c])) for c in columns)]
         for _, r in a.steps.iterrows()
     ]
     return md_table(header, rows)
@@ -158,5 +191,8 @@ def md_steps(a) -> str:
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
-        parts += [md_summary(a), md_steps(a)]
+        parts.append(md_summary(a))
+        if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
+            parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
+        parts += [SYNC_NOTE, md_steps(a)]
     return "\n\n".join(parts) + "\n"

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.errors import TraceError
+from analysis.readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
 RUN_INFO_NAME = "run.json"
@@ -15,6 +16,8 @@ class Run:
     trace_path: Path
     label: str
     info: dict = field(default_factory=dict)
+    # The untraced twin's per-step timeline (analysis.readers.untraced), where the run has one.
+    untraced_steps: Path | None = None
 
     def traced_ms_per_step(self) -> float | None:
         return _number(self.info, "timing", "ms_per_step")
@@ -62,15 +65,19 @@ def resolve_run(arg: str) -> Run:
         trace = find_trace(path)
         info = _read_info(path / RUN_INFO_NAME)
         stem = path.resolve().name
+        home = path
     else:
         trace = path
         info = _read_info(path.parent / RUN_INFO_NAME) if path.name == TRACE_NAME else {}
         stem = path.parent.resolve().name if path.name == TRACE_NAME else path.stem
+        home = path.parent if path.name == TRACE_NAME else None
     config = info.get("config")
     variant = config.get("variant") if isinstance(config, dict) else None
     if variant and config.get("compile") not in (None, "none") and variant != "compiled":
         variant = f"{variant}+compile"
-    return Run(trace, str(variant) if variant else stem, info)
+    twin = home / UNTRACED_STEPS_NAME if home is not None else None
+    return Run(trace, str(variant) if variant else stem, info,
+               twin if twin is not None and twin.is_file() else None)
 
 
 def unique_labels(runs: list) -> list:

@@ -25,8 +25,10 @@ from analysis.errors import TraceError  # noqa: E402
 from analysis.kernels import kernel_table, op_names  # noqa: E402
 from analysis.plots import plot_analysis  # noqa: E402
 from analysis.readers.nsys import load_trace, read_full_names  # noqa: E402
+from analysis.readers.untraced import read_untraced_steps  # noqa: E402
 from analysis.runs import resolve_run  # noqa: E402
 from analysis.summary import analyze  # noqa: E402
+from analysis.twin import with_untraced  # noqa: E402
 
 LADDER = [
     "naive",
@@ -207,6 +209,8 @@ def capture_rows(caps: dict) -> tuple:
         run = resolve_run(str(d))
         trace = load_trace(run.trace_path)
         (a,) = analyze(trace)
+        if run.untraced_steps is not None:
+            a = with_untraced(a, read_untraced_steps(run.untraced_steps))
         analyses[name] = (a, run, trace.strings)
         s = a.summary
         idle = s["idle_ns"] or 1
@@ -228,13 +232,82 @@ def capture_rows(caps: dict) -> tuple:
                     f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
                     for c in ("sync", "host", "queued")
                 ),
-                "sync-free speedup": f"{s['sync_free_speedup']:.3f}x",
+                "sync idle share": f"{s['sync_idle_share'] * 100:.1f}%",
                 "check cover": "–"
                 if s["check_cover_median"] is None
                 else f"{s['check_cover_median']:.2f}",
             }
         )
     return pd.DataFrame(rows), analyses
+
+
+# (sync every step, the sync hidden): the pairs whose untraced difference is what the sync costs.
+SYNC_PAIRS = (("graphed-sync", "graphed"), ("compiled", "pipelined+compile"),
+              ("static", "deferred"))
+
+
+def _us(ns) -> str:
+    return "–" if ns is None else f"{ns / 1e3:.1f}"
+
+
+def _batch(run) -> object:
+    return (run.info.get("config") or {}).get("batch", "–")
+
+
+def profiler_share_table(analyses: dict) -> pd.DataFrame:
+    """Each capture with an untraced twin: its bubble and period traced (node- or graph-level,
+    as `cuda_graph_trace` says) and untraced, the profiler's share, and the spread of the
+    twin's runs (processes or repeats)."""
+    rows = []
+    for name, (a, run, _) in analyses.items():
+        s, u = a.summary, a.summary.get("untraced")
+        if u is None:
+            continue
+        per_run = [m for m in u["run_period_ns_medians"] if m is not None]
+        rows.append({
+            "capture": name,
+            "batch": _batch(run),
+            "graph trace": s["cuda_graph_trace"],
+            "traced bubble µs": _us(s["bubble_ns_median"]),
+            "untraced bubble µs": _us(u["bubble_ns_median"]),
+            "profiler's share": "–" if u["profiler_bubble_share"] is None
+            else f"{u['profiler_bubble_share'] * 100:.0f}%",
+            "traced period ms": ms(s["period_ns_median"] / 1e6),
+            "untraced period ms": "–" if u["period_ns_median"] is None
+            else ms(u["period_ns_median"] / 1e6),
+            "untraced runs, period min–max ms": f"{len(per_run)}: "
+            f"{min(per_run) / 1e6:.3f}–{max(per_run) / 1e6:.3f}" if per_run else "–",
+        })
+    return pd.DataFrame(rows)
+
+
+def sync_cost_table(analyses: dict) -> pd.DataFrame:
+    """What the sync costs a step untraced, from the measured pairs (SYNC_PAIRS) at one batch:
+    the difference of the twins' periods and of the bench's ms/step, beside the traced bubble."""
+    found = {}
+    for _, (a, run, _) in sorted(analyses.items()):
+        found.setdefault((run.label, _batch(run)), (a, run))
+    rows = []
+    for (label, batch), (a, run) in found.items():
+        for synced, hidden in SYNC_PAIRS:
+            if label != synced or (hidden, batch) not in found:
+                continue
+            b, other = found[(hidden, batch)]
+            ua, ub = a.summary.get("untraced"), b.summary.get("untraced")
+            twin = (ua["period_ns_median"] - ub["period_ns_median"]
+                    if ua and ub and None not in (ua["period_ns_median"], ub["period_ns_median"])
+                    else None)
+            bench = (run.untraced_ms_per_step(), other.untraced_ms_per_step())
+            rows.append({
+                "pair": f"{synced} vs {hidden}",
+                "batch": batch,
+                "traced bubble µs": f"{_us(a.summary['bubble_ns_median'])} vs "
+                f"{_us(b.summary['bubble_ns_median'])}",
+                "untraced cost of the sync µs/step (events)": _us(twin),
+                "untraced cost µs/step (bench)": "–" if None in bench
+                else f"{(bench[0] - bench[1]) * 1e3:.1f}",
+            })
+    return pd.DataFrame(rows)
 
 
 def bytes_per_step(config: dict) -> dict:
@@ -440,6 +513,13 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     if len(caps):
         plot_idle(fig / "idle.png", analyses)
         parts += section("### What the captures show", caps, "idle")
+        share = profiler_share_table(analyses)
+        if len(share):
+            parts += section("### How much of the bubble is the profiler's", share)
+            cost = sync_cost_table(analyses)
+            if len(cost):
+                parts += section("### What the sync costs a step, untraced (measured pairs)",
+                                 cost)
     if "finish" in b:
         parts += section(
             "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)", finish_table(b)

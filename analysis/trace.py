@@ -30,6 +30,10 @@ BLOCKING_CALLS = frozenset({
     "cuMemcpy3D", "cuMemcpyPeer", "cuMemcpy3DPeer",
 })
 
+# The API calls that replay a CUDA graph: every op of a node-level capture that one of them
+# launched is a graph node (its kernels carry the launch's correlation id).
+GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+
 # `cudaLaunchKernel_v7000`, `cuMemcpyDtoH_v2`, per-thread default stream `_ptsz`/`_ptds`.
 _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
 
@@ -46,6 +50,10 @@ def op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray
     return np.array(names, dtype=object)[codes]
 
 
+def empty_calls() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("start", "end", "tid", "corr")})
+
+
 def empty_metrics() -> pd.DataFrame:
     return pd.DataFrame({"timestamp": pd.Series(dtype=np.int64),
                          "device": pd.Series(dtype=np.int64),
@@ -57,11 +65,14 @@ def empty_metrics() -> pd.DataFrame:
 class Trace:
     """One capture.
     `ops`: start, end, device, stream, corr, name_id, kind, and the launch call's call_start,
-    call_end and tid (its thread). `blocking`: the blocking API calls, start, end, tid, name
-    (version suffix stripped). `ranges`: closed NVTX (or record_function) ranges, start, end,
-    tid, name. `strings`: name ids to names. `source`: the reader that made it ("nsys",
-    "kineto"). `gpu_metrics`: sampled GPU metrics (timestamp, device, metric, value), empty
-    when the capture sampled none."""
+    call_end and tid (its thread); name_id is a kernel's name (a `strings` id), a GRAPH op's
+    graph exec id (graphExecId), -1 for copies and sets. `blocking`: the blocking API calls,
+    start, end, tid, name (version suffix stripped). `ranges`: closed NVTX (or record_function)
+    ranges, start, end, tid, name. `strings`: name ids to names. `source`: the reader that made
+    it ("nsys", "kineto"). `gpu_metrics`: sampled GPU metrics (timestamp, device, metric, value),
+    empty when the capture sampled none. `graph_launches`: the graph launch calls
+    (GRAPH_LAUNCH_CALLS), start, end, tid, corr: an op one of them launched that is not a GRAPH
+    op is a graph node recorded on its own (empty where the reader cannot tell)."""
 
     path: Path
     schema_version: str
@@ -71,3 +82,4 @@ class Trace:
     strings: dict
     source: str = "nsys"
     gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
+    graph_launches: pd.DataFrame = field(default_factory=empty_calls)

@@ -44,9 +44,16 @@ SCHEMA = {
                                   "streamId INTEGER NOT NULL, correlationId INTEGER, "
                                   "globalPid INTEGER, value INTEGER NOT NULL, "
                                   "bytes INTEGER NOT NULL",
+    # The columns of a real nsys 2025.3 graph-level export, in its order.
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": "start INTEGER NOT NULL, end INTEGER NOT NULL, "
+                                       "deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, "
+                                       "greenContextId INTEGER, streamId INTEGER NOT NULL, "
+                                       "correlationId INTEGER, globalPid INTEGER, "
+                                       "graphId INTEGER, graphExecId INTEGER",
 }
 OP_TABLE = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+            "memset": "CUPTI_ACTIVITY_KIND_MEMSET", "graph": "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"}
+GRAPH_LAUNCH = "cudaGraphLaunch_v10000"
 
 
 @dataclass
@@ -76,9 +83,13 @@ class Synth:
         return corr
 
     def op(self, corr: int, start: int, end: int, kind: str = "kernel", name: str = "k",
-           device: int = 0, stream: int = 7, pid: int = PID) -> None:
+           device: int = 0, stream: int = 7, pid: int = PID, graph: int = 1) -> None:
+        """An op; for kind "graph", a whole execution of graph exec `graph`."""
         common = (start, end, device, 1, stream, corr, global_pid(pid))
-        if kind == "kernel":
+        if kind == "graph":
+            self.ops[kind].append((start, end, device, 1, None, stream, corr, global_pid(pid),
+                                   100 + graph, graph))
+        elif kind == "kernel":
             self.ops[kind].append(common + (self.string(name), self.string(name)))
         else:
             self.ops[kind].append(common + (0, 0))

@@ -172,3 +172,16 @@ SYNC_NS = {
 def test_idle_of_cause_sync_only_where_the_host_blocks_before_the_drain(name):
     (a,) = analyze(load_trace(RUNS / name / "capture.sqlite"))
     assert a.summary["idle_ns_by_cause"]["sync"] == SYNC_NS[name]
+
+
+def test_node_level_captures_say_node_where_a_graph_launch_made_the_ops(run):
+    # profile.sh captures with --cuda-graph-trace=node: no graph rows, and every op of a graphed
+    # step but the check's own copy came from a cudaGraphLaunch (its correlation id).
+    name, _, a = run
+    s = a.summary
+    assert s["graph_executions"] == 0
+    if name in GRAPH_LAUNCHES:
+        assert s["cuda_graph_trace"] == "node"
+        assert s["graph_node_ops"] == GRAPH_LAUNCHES[name][1] * len(STEPS)
+    else:
+        assert (s["cuda_graph_trace"], s["graph_node_ops"]) == ("none", 0)

@@ -81,3 +81,38 @@ def test_finish_options_put_micro_batches_and_lt_off_beside_the_finish_bench(tmp
                          "| graphed, DISABLE_ADDMM_CUDA_LT=1 | 1.150 | 1.050–1.250 | 2048 |",
                          "| fused, 1 branch | 0.700 | 0.600–0.800 | 2048 |",
                          "| fused, 2 branches | 0.950 | 0.940–0.960 | 2048 |"]
+
+
+def twin(period_ns: int, bubble_ns: int) -> dict:
+    """One run of steps 30..50, each `period_ns` apart with a bubble of `bubble_ns`."""
+    starts = [bubble_ns + i * period_ns for i in range(21)]
+    return {"step": list(range(30, 51)), "start_ns": starts,
+            "end_ns": [s + period_ns - bubble_ns for s in starts]}
+
+
+def test_the_profilers_share_and_the_untraced_cost_of_the_sync_from_the_twins(tmp_path, data_dir):
+    study = tmp_path / "study-z"
+    for variant, trace, bench, runs in (
+            ("static", "h200-eager-static-bs16", 5.0, [twin(9_000_000, 20_000),
+                                                       twin(9_200_000, 20_000)]),
+            ("deferred", "h200-eager-pipelined-seed-bs16", 4.0, [twin(7_500_000, 30_000)])):
+        run = study / "capture" / f"20261130T000000Z-{variant}"
+        run.mkdir(parents=True)
+        shutil.copy(data_dir / f"{trace}.sqlite", run / "capture.sqlite")
+        (run / "run.json").write_text(json.dumps({
+            "config": {**CONFIG, "variant": variant, "batch": 16},
+            "timing": {"ms_per_step": 8.0}, "untraced": {"ms_per_step_median": bench}}))
+        (run / "untraced_steps.json").write_text(json.dumps({
+            "format": "gapscope-untraced-steps/1", "source": "cuda-events", "variant": variant,
+            "window": [30, 50], "ms_per_step_median": bench, "runs": runs}))
+    write_bench(study / "bench-ladder.json", [bench_entry("naive", 6.0)])
+    result = CliRunner().invoke(main, [str(study), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "RESULTS.md").read_text()
+    assert "### How much of the bubble is the profiler's" in text
+    # static: traced bubble 189086 ns against 20000 untraced: (189086 - 20000) / 189086 = 89%;
+    # its two runs' periods 9.0 and 9.2 ms, pooled median 9.1.
+    assert "| static | 16 | none | 189.1 | 20.0 | 89% | 8.577 | 9.100 | 2: 9.000–9.200 |" in text
+    assert "| deferred | 16 | none | 282.9 | 30.0 | 89% | 7.832 | 7.500 | 1: 7.500–7.500 |" in text
+    # 9.1 - 7.5 ms from the twins, 5.0 - 4.0 ms from the bench.
+    assert "| static vs deferred | 16 | 189.1 vs 282.9 | 1600.0 | 1000.0 |" in text

@@ -14,7 +14,16 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceError
-from analysis.trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
+from analysis.trace import (
+    BLOCKING_CALLS,
+    GRAPH,
+    GRAPH_LAUNCH_CALLS,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    Trace,
+    strip_api_suffix,
+)
 
 # Event types of NVTX_EVENTS that are ranges (the same four nsys's own projection report reads).
 NVTX_PUSHPOP = 59
@@ -27,6 +36,9 @@ OP_TABLES = {
     KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
     MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
     MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET",
+    # One row per graph execution: what nsys's default `--cuda-graph-trace=graph` records
+    # instead of the graph's kernels, copies and sets.
+    GRAPH: "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
 }
 
 # globalTid = pid << 24 | tid (plus a hardware tag in the top bits); globalPid keeps the upper part.
@@ -80,7 +92,8 @@ def check_tables(path: Path, tables: set) -> list:
     kinds = [k for k, t in OP_TABLES.items() if t in tables]
     if not kinds:
         raise TraceError(
-            f"{path}: no GPU operations (no CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY or _MEMSET table): "
+            f"{path}: no GPU operations (no CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET or "
+            "_GRAPH_TRACE table): "
             "profile with `nsys profile --trace=cuda` and put the GPU work inside the capture range"
         )
     return kinds
@@ -97,7 +110,8 @@ def _schema_version(con: sqlite3.Connection, tables: set) -> str:
 
 
 # Lazy exports leave out empty tables, so the union is built from the tables that exist.
-# `what` is the kernel's name id, or -kind for a memcpy or memset (names are ids >= 0).
+# `what` is the kernel's name id, or -kind for a memcpy or memset (names are ids >= 0); a graph
+# execution's graph exec id comes with its rows of their own (GRAPH_SQL), few as they are.
 # Device and stream (a CUPTI uint32) travel as one integer: every column costs about 0.1 s per
 # million rows on the way from SQLite to Python.
 OP_SELECT_SQL = """
@@ -105,6 +119,10 @@ SELECT start, end, (deviceId << 32) | streamId, IFNULL(correlationId, -1), {pid}
 FROM {table}
 """
 OP_COLUMNS = ["start", "end", "device_stream", "corr", "pid", "what"]
+GRAPH_SQL = """
+SELECT start, end, (deviceId << 32) | streamId, IFNULL(correlationId, -1), {pid}, {exec_id}
+FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
+"""
 
 # The API calls that launched ops: only those whose correlationId an op carries. Matching them
 # to ops in numpy costs less than SQLite's join, which indexes the whole API table first.
@@ -179,35 +197,53 @@ def _fork_pool():
         return None
 
 
+def _pid_column(con: sqlite3.Connection, table: str) -> str:
+    return "IFNULL(globalPid, -1)" if "globalPid" in _columns(con, table) else "-1"
+
+
+def _read_graphs(con: sqlite3.Connection) -> dict:
+    """The graph executions, with `what` their graph exec id (the graph's id in older exports)."""
+    columns = _columns(con, OP_TABLES[GRAPH])
+    exec_id = next((c for c in ("graphExecId", "graphId") if c in columns), "-1")
+    sql = GRAPH_SQL.format(pid=_pid_column(con, OP_TABLES[GRAPH]), exec_id=f"IFNULL({exec_id}, -1)")
+    return _int_columns(con.execute(sql).fetchall(), OP_COLUMNS)
+
+
 def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
              parallel_min_ops: int = PARALLEL_MIN_OPS) -> pd.DataFrame:
+    rows = [k for k in kinds if k != GRAPH]
     parts = [
-        OP_SELECT_SQL.format(
-            table=OP_TABLES[k], what="shortName" if k == KERNEL else -k,
-            pid="IFNULL(globalPid, -1)" if "globalPid" in _columns(con, OP_TABLES[k]) else "-1",
-        )
-        for k in kinds
+        OP_SELECT_SQL.format(table=OP_TABLES[k], what="shortName" if k == KERNEL else -k,
+                             pid=_pid_column(con, OP_TABLES[k]))
+        for k in rows
     ]
     ops_sql = " UNION ALL ".join(parts)
     corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
     launch_sql = LAUNCH_SQL.format(corr=corr_sql)
-    count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in kinds)
+    count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in rows)
     pool = _fork_pool() if count >= parallel_min_ops else None
     if pool is None:
-        raw = _int_columns(con.execute(ops_sql).fetchall(), OP_COLUMNS)
+        raw = _int_columns(con.execute(ops_sql).fetchall() if rows else [], OP_COLUMNS)
         calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
     else:
         with pool:
             pending = pool.apply_async(_query_columns, (uri, ops_sql, OP_COLUMNS))
             calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
             raw = pending.get()
+    what = raw["what"]
+    kind = np.where(what >= 0, KERNEL, -what)
+    name_id = np.maximum(what, -1)
+    if GRAPH in kinds:
+        graphs = _read_graphs(con)
+        raw = {c: np.concatenate([raw[c], graphs[c]]) for c in OP_COLUMNS}
+        kind = np.concatenate([kind, np.full(len(graphs["what"]), GRAPH)])
+        name_id = np.concatenate([name_id, graphs["what"]])
     launch = match_launches(raw["pid"], raw["corr"], calls)
     found = launch >= 0
 
     def call_column(name: str) -> np.ndarray:
         return np.where(found, calls[name][launch] if len(calls[name]) else -1, -1)
 
-    what = raw["what"]
     device_stream = raw["device_stream"]
     return pd.DataFrame({
         "start": raw["start"],
@@ -215,32 +251,43 @@ def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
         "device": device_stream >> 32,
         "stream": device_stream & 0xFFFFFFFF,
         "corr": raw["corr"],
-        "name_id": np.maximum(what, -1),
-        "kind": np.where(what >= 0, KERNEL, -what),
+        "name_id": name_id,
+        "kind": kind,
         "call_start": call_column("start"),
         "call_end": call_column("end"),
         "tid": call_column("tid"),
     })
 
 
+def call_name_ids(strings: dict, names: frozenset) -> dict:
+    """StringIds of the API calls named (after strip_api_suffix), with their clean names; the
+    API table is then filtered inside SQLite instead of being read whole."""
+    return {i: n for i, v in strings.items() if (n := strip_api_suffix(v)) in names}
+
+
 def blocking_name_ids(strings: dict) -> dict:
-    """StringIds of the blocking calls, with their clean names; the API table is then filtered
-    inside SQLite instead of being read whole."""
-    return {i: n for i, v in strings.items() if (n := strip_api_suffix(v)) in BLOCKING_CALLS}
+    return call_name_ids(strings, BLOCKING_CALLS)
 
 
-BLOCKING_SQL = """
-SELECT start, end, IFNULL(globalTid, -1), nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME
-WHERE nameId IN ({ids})
+# The blocking calls and the graph launch calls in one pass over the API table.
+CALLS_SQL = """
+SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId
+FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})
 """
 
 
-def read_blocking_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
-    names = blocking_name_ids(strings)
-    sql = BLOCKING_SQL.format(ids=", ".join(str(i) for i in names) or "NULL")
-    calls = _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "name_id"])
-    calls["name"] = calls["name_id"].map(names).astype(object)
-    return calls.drop(columns="name_id")
+def read_calls(con: sqlite3.Connection, strings: dict) -> tuple:
+    """(blocking calls: start, end, tid, name; graph launch calls: start, end, tid, corr)."""
+    blocking = blocking_name_ids(strings)
+    launches = call_name_ids(strings, GRAPH_LAUNCH_CALLS)
+    sql = CALLS_SQL.format(ids=", ".join(str(i) for i in blocking | launches) or "NULL")
+    calls = _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "corr", "name_id"])
+    is_blocking = calls["name_id"].isin(list(blocking)).to_numpy()
+    block = calls[is_blocking].reset_index(drop=True)
+    block["name"] = block["name_id"].map(blocking).astype(object)
+    graph = calls[~is_blocking].reset_index(drop=True)
+    return (block[["start", "end", "tid", "name"]],
+            graph[["start", "end", "tid", "corr"]])
 
 
 # The name is `text`, or the registered string through `textId` (the `nvtx` package registers).
@@ -277,13 +324,15 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         tables = _tables(con)
         kinds = check_tables(path, tables)
         strings = read_strings(con)
+        blocking, graph_launches = read_calls(con, strings)
         trace = Trace(
             path=path,
             schema_version=_schema_version(con, tables),
             ops=read_ops(con, _uri(path), kinds, parallel_min_ops),
-            blocking=read_blocking_calls(con, strings),
+            blocking=blocking,
             ranges=read_ranges(con),
             strings=strings,
+            graph_launches=graph_launches,
         )
     except sqlite3.DatabaseError as e:
         raise TraceError(

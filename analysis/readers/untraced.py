@@ -1,0 +1,126 @@
+"""The untraced twin's reader: `untraced_steps.json`, the GPU start and end of every step timed
+with CUDA events in a run without nsys (the harness writes it; the format is below), into a
+per-step table and its summary (METRICS.md, "Untraced").
+
+    {"format": "gapscope-untraced-steps/1", "source": "cuda-events", "variant": "graphed-sync",
+     "window": [30, 50],            # the traced capture's window: steps 31..50 (or null)
+     "ms_per_step_median": 1.21,    # host-timed, events on
+     "runs": [{"step": [1, 2, ...], "start_ns": [...], "end_ns": [...]}, ...]}
+
+Times are ns on the GPU clock from each run's first event; runs are repeats or processes, and
+never compared by their clocks, only step by step within each.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import TraceError
+
+FORMAT = "gapscope-untraced-steps/1"
+FILE_NAME = "untraced_steps.json"
+RUN_COLUMNS = ("step", "start_ns", "end_ns")
+
+
+@dataclass(frozen=True)
+class UntracedSteps:
+    """`steps`: one row per step of each run: run, step, start_ns, end_ns, span_ns, period_ns,
+    bubble_ns, overlap_ns (the last three NA where the earlier step is missing)."""
+
+    path: Path
+    source: str
+    variant: str | None
+    window: tuple | None
+    ms_per_step_median: float | None
+    steps: pd.DataFrame
+
+
+def _fail(path: Path, what: str):
+    raise TraceError(f"{path}: {what}; it is written by the harness (untraced twin), "
+                     "so write it again or remove it")
+
+
+def _ints(path: Path, run: int, key: str, values) -> np.ndarray:
+    if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values):
+        _fail(path, f"runs[{run}].{key} is not a list of integers")
+    return np.array(values, dtype=np.int64)
+
+
+def run_steps(step: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """One run's steps in step order, with span, period, bubble and overlap (BRIEF/METRICS):
+    period against step s-1 only (NA where it is missing); bubble and overlap against the
+    latest end of all earlier steps (NA for the first)."""
+    order = np.argsort(step, kind="stable")
+    step, start, end = step[order], start[order], end[order]
+    prev_reach = np.maximum.accumulate(end)[:-1]
+    has_earlier = np.arange(len(step)) > 0
+    reach = np.concatenate([[0], prev_reach])
+    follows = np.concatenate([[False], step[1:] == step[:-1] + 1])
+    prev_end = np.concatenate([[0], end[:-1]])
+    return pd.DataFrame({
+        "step": step,
+        "start_ns": start,
+        "end_ns": end,
+        "span_ns": end - start,
+        "period_ns": _nullable(end - prev_end, follows),
+        "bubble_ns": _nullable(np.maximum(start - reach, 0), has_earlier),
+        "overlap_ns": _nullable(np.maximum(reach - start, 0), has_earlier),
+    })
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.arrays.IntegerArray:
+    out = pd.array(np.where(valid, values, 0).astype(np.int64), dtype="Int64")
+    out[~valid] = pd.NA
+    return out
+
+
+def _window(path: Path, value) -> tuple | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            or value[0] >= value[1]):
+        _fail(path, f"window {value!r} is not null or [S, E] with S < E")
+    return value[0], value[1]
+
+
+def read_untraced_steps(path) -> UntracedSteps:
+    """Reads one file. Raises TraceError, one line, for anything it cannot use."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        _fail(path, f"not readable JSON ({e})")
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        got = data.get("format") if isinstance(data, dict) else None
+        _fail(path, f"format is {got!r}, not {FORMAT!r}")
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not runs:
+        _fail(path, "no runs")
+    tables = []
+    for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            _fail(path, f"runs[{i}] is not an object")
+        step, start, end = (_ints(path, i, k, run.get(k)) for k in RUN_COLUMNS)
+        if not len(step) == len(start) == len(end):
+            _fail(path, f"runs[{i}]: step, start_ns and end_ns differ in length")
+        if len(np.unique(step)) != len(step):
+            _fail(path, f"runs[{i}]: a step appears twice")
+        if (end < start).any():
+            _fail(path, f"runs[{i}]: a step ends before it starts")
+        tables.append(run_steps(step, start, end).assign(run=i))
+    steps = pd.concat(tables, ignore_index=True)
+    ms = data.get("ms_per_step_median")
+    return UntracedSteps(
+        path=path,
+        source=str(data.get("source", "")),
+        variant=data.get("variant") if isinstance(data.get("variant"), str) else None,
+        window=_window(path, data.get("window")),
+        ms_per_step_median=float(ms) if isinstance(ms, (int, float))
+        and not isinstance(ms, bool) else None,
+        steps=steps[["run", *steps.columns.drop("run")]],
+    )
