@@ -1,0 +1,156 @@
+"""How much of a traced bubble is the profiler's: the tables of a `scripts/overhead.sh` sweep
+(DIR/b<batch>/<variant>/{untraced.json, untraced_steps.json, node/, graph/}).
+
+For each variant and batch: the inter-step bubble as a node-level capture, a graph-level capture
+and the untraced twin (CUDA events, no profiler) see it, with ms/step untraced (the processes'
+medians, min–max) and traced. For each measured pair (a sync every step, the sync hidden): what
+the sync costs a step untraced, from the twins' periods and from the bench's ms/step, with the
+spread the processes allow (min of one minus max of the other, and the reverse).
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.errors import TraceError
+from analysis.readers import load_trace
+from analysis.readers.untraced import read_untraced_steps
+from analysis.runs import resolve_run
+from analysis.summary import analyze
+from analysis.twin import untraced_summary, with_untraced
+
+# (sync every step, the sync hidden): their untraced difference is what the sync costs.
+SYNC_PAIRS = (("graphed-sync", "graphed"), ("compiled", "pipelined+compile"),
+              ("static", "deferred"))
+CAPTURE_LEVELS = ("node", "graph")
+VARIANT_ORDER = ("static", "deferred", "compiled", "pipelined+compile", "graphed-sync",
+                 "graphed", "fused")
+
+
+def analyse_run(path: Path):
+    """The first device's analysis of a run directory, with its twin when it has one."""
+    run = resolve_run(str(path))
+    a = analyze(load_trace(run.trace_path))[0]
+    if run.untraced_steps is not None:
+        a = with_untraced(a, read_untraced_steps(run.untraced_steps))
+    return a, run
+
+
+def _bench_ms(vdir: Path) -> list:
+    """Each process's untraced ms/step median (overhead.sh's untraced-p<N>.json files)."""
+    import json
+
+    out = []
+    for f in sorted(vdir.glob("untraced-p*.json")):
+        try:
+            out += [r["ms_per_step_median"] for r in json.loads(f.read_text())["results"]]
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
+def sweep(root: Path) -> pd.DataFrame:
+    """One row per (batch, variant): bubbles and periods traced at each level and untraced."""
+    rows = []
+    for bdir in sorted(root.glob("b*"), key=lambda p: int(p.name[1:]) if p.name[1:].isdigit()
+                       else 0):
+        for vdir in sorted(p for p in bdir.iterdir() if p.is_dir()):
+            twin_path = vdir / "untraced_steps.json"
+            twin = untraced_summary(read_untraced_steps(twin_path)) if twin_path.is_file() \
+                else {}
+            row = {"batch": int(bdir.name[1:]), "variant": vdir.name,
+                   "bench_ms": _bench_ms(vdir),
+                   "untraced_bubble_ns": twin.get("bubble_ns_median"),
+                   "untraced_period_ns": twin.get("period_ns_median"),
+                   "twin_runs": twin.get("runs", 0)}
+            for level in CAPTURE_LEVELS:
+                if not (vdir / level / "capture.sqlite").is_file():
+                    continue
+                try:
+                    a, run = analyse_run(vdir / level)
+                except TraceError:
+                    continue
+                row[f"{level}_bubble_ns"] = a.summary["bubble_ns_median"]
+                row[f"{level}_period_ns"] = a.summary["period_ns_median"]
+                row[f"{level}_ms"] = run.traced_ms_per_step()
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    if len(table):
+        order = {v: i for i, v in enumerate(VARIANT_ORDER)}
+        table = table.sort_values(["batch", "variant"], key=lambda c: c.map(order).fillna(99)
+                                  if c.name == "variant" else c).reset_index(drop=True)
+    return table
+
+
+def _us(ns) -> str:
+    return "–" if ns is None or pd.isna(ns) else f"{ns / 1e3:.1f}"
+
+
+def _share(traced, untraced) -> str:
+    if traced is None or untraced is None or pd.isna(traced) or pd.isna(untraced) or traced <= 0:
+        return "–"
+    return f"{100 * (traced - untraced) / traced:.0f}%"
+
+
+def _spread(values: list, digits: int = 3) -> str:
+    if not values:
+        return "–"
+    mid = sorted(values)[len(values) // 2] if len(values) % 2 else \
+        sum(sorted(values)[len(values) // 2 - 1:len(values) // 2 + 1]) / 2
+    if len(values) == 1:
+        return f"{mid:.{digits}f} (1 process)"
+    return f"{mid:.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+
+
+def bubble_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The RESULTS table: bubble medians by how they were measured, and ms/step."""
+    get = table.get
+    rows = []
+    for _, r in table.iterrows():
+        rows.append({
+            "variant": r["variant"], "batch": r["batch"],
+            "untraced ms/step": _spread(r["bench_ms"]),
+            "bubble µs: node-level": _us(r.get("node_bubble_ns")),
+            "graph-level": _us(r.get("graph_bubble_ns")) if get("graph_bubble_ns") is not None
+            else "–",
+            "untraced (events)": _us(r["untraced_bubble_ns"]),
+            "profiler's share: node": _share(r.get("node_bubble_ns"), r["untraced_bubble_ns"]),
+            "graph": _share(r.get("graph_bubble_ns"), r["untraced_bubble_ns"]),
+            "traced ms/step: node": "–" if pd.isna(r.get("node_ms", None)) else
+            f"{r['node_ms']:.3f}",
+            "graph ms/step": "–" if pd.isna(r.get("graph_ms", None)) else f"{r['graph_ms']:.3f}",
+        })
+    return pd.DataFrame(rows)
+
+
+def sync_cost_table(table: pd.DataFrame) -> pd.DataFrame:
+    """What the sync costs a step untraced, per measured pair and batch (µs/step)."""
+    found = {(r["variant"], r["batch"]): r for _, r in table.iterrows()}
+    rows = []
+    for (variant, batch), a in sorted(found.items(), key=lambda kv: kv[0][1]):
+        for synced, hidden in SYNC_PAIRS:
+            if variant != synced or (hidden, batch) not in found:
+                continue
+            b = found[(hidden, batch)]
+            twin = None if pd.isna(a["untraced_period_ns"]) or pd.isna(b["untraced_period_ns"]) \
+                else a["untraced_period_ns"] - b["untraced_period_ns"]
+            xa, xb = a["bench_ms"], b["bench_ms"]
+            bench = "–"
+            if xa and xb:
+                mid = (_median(xa) - _median(xb)) * 1e3
+                bench = f"{mid:.1f} [{(min(xa) - max(xb)) * 1e3:.1f}, " \
+                        f"{(max(xa) - min(xb)) * 1e3:.1f}]"
+            rows.append({
+                "pair": f"{synced} vs {hidden}", "batch": batch,
+                "untraced bubble µs": f"{_us(a['untraced_bubble_ns'])} vs "
+                                      f"{_us(b['untraced_bubble_ns'])}",
+                "sync cost µs/step: events": _us(twin),
+                "bench [spread]": bench,
+                "traced node-level bubble µs": f"{_us(a.get('node_bubble_ns'))} vs "
+                                               f"{_us(b.get('node_bubble_ns'))}",
+            })
+    return pd.DataFrame(rows)
+
+
+def _median(values: list) -> float:
+    return float(pd.Series(values).median())
