@@ -86,6 +86,10 @@ def _us(ns) -> str:
     return "–" if ns is None or pd.isna(ns) else f"{ns / 1e3:.1f}"
 
 
+def ms(x: float) -> str:
+    return f"{x:.3f}"
+
+
 def _share(traced, untraced) -> str:
     if traced is None or untraced is None or pd.isna(traced) or pd.isna(untraced) or traced <= 0:
         return "–"
@@ -154,3 +158,66 @@ def sync_cost_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def _median(values: list) -> float:
     return float(pd.Series(values).median())
+
+
+# Captures made by profile.sh with their twin (a study's capture/ runs): (analysis, Run, strings)
+# by name.
+
+def _batch(run) -> object:
+    return (run.info.get("config") or {}).get("batch", "–")
+
+
+def capture_share_table(analyses: dict) -> pd.DataFrame:
+    """Each capture with an untraced twin: its bubble and period traced (node- or graph-level,
+    as `cuda_graph_trace` says) and untraced, the profiler's share, and the spread of the
+    twin's runs (processes or repeats)."""
+    rows = []
+    for name, (a, run, _) in analyses.items():
+        s, u = a.summary, a.summary.get("untraced")
+        if u is None:
+            continue
+        per_run = [m for m in u["run_period_ns_medians"] if m is not None]
+        rows.append({
+            "capture": name,
+            "batch": _batch(run),
+            "graph trace": s["cuda_graph_trace"],
+            "traced bubble µs": _us(s["bubble_ns_median"]),
+            "untraced bubble µs": _us(u["bubble_ns_median"]),
+            "profiler's share": "–" if u["profiler_bubble_share"] is None
+            else f"{u['profiler_bubble_share'] * 100:.0f}%",
+            "traced period ms": ms(s["period_ns_median"] / 1e6),
+            "untraced period ms": "–" if u["period_ns_median"] is None
+            else ms(u["period_ns_median"] / 1e6),
+            "untraced runs, period min–max ms": f"{len(per_run)}: "
+            f"{min(per_run) / 1e6:.3f}–{max(per_run) / 1e6:.3f}" if per_run else "–",
+        })
+    return pd.DataFrame(rows)
+
+
+def capture_sync_cost_table(analyses: dict) -> pd.DataFrame:
+    """What the sync costs a step untraced, from the measured pairs (SYNC_PAIRS) at one batch:
+    the difference of the twins' periods and of the bench's ms/step, beside the traced bubble."""
+    found = {}
+    for _, (a, run, _) in sorted(analyses.items()):
+        found.setdefault((run.label, _batch(run)), (a, run))
+    rows = []
+    for (label, batch), (a, run) in found.items():
+        for synced, hidden in SYNC_PAIRS:
+            if label != synced or (hidden, batch) not in found:
+                continue
+            b, other = found[(hidden, batch)]
+            ua, ub = a.summary.get("untraced"), b.summary.get("untraced")
+            twin = (ua["period_ns_median"] - ub["period_ns_median"]
+                    if ua and ub and None not in (ua["period_ns_median"], ub["period_ns_median"])
+                    else None)
+            bench = (run.untraced_ms_per_step(), other.untraced_ms_per_step())
+            rows.append({
+                "pair": f"{synced} vs {hidden}",
+                "batch": batch,
+                "traced bubble µs": f"{_us(a.summary['bubble_ns_median'])} vs "
+                f"{_us(b.summary['bubble_ns_median'])}",
+                "untraced cost of the sync µs/step (events)": _us(twin),
+                "untraced cost µs/step (bench)": "–" if None in bench
+                else f"{(bench[0] - bench[1]) * 1e3:.1f}",
+            })
+    return pd.DataFrame(rows)

@@ -107,3 +107,28 @@ def plot_analysis(a, label: str, path) -> None:
     fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}")
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+BUBBLE_SERIES = (("node_bubble_ns", "traced, node-level", "#1f77b4"),
+                 ("graph_bubble_ns", "traced, graph-level", "#9467bd"),
+                 ("untraced_bubble_ns", "untraced (CUDA events)", "#2ca02c"))
+
+
+def plot_bubbles(path, sweep, batch: int) -> None:
+    """Grouped bars: each variant's median inter-step bubble at one batch, as a node-level
+    capture, a graph-level capture and the untraced twin saw it (analysis.observer.sweep)."""
+    rows = sweep[sweep["batch"] == batch].reset_index(drop=True)
+    x = np.arange(len(rows))
+    width = 0.27
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for i, (column, label, color) in enumerate(BUBBLE_SERIES):
+        values = [v / 1e3 if column in rows and v == v and v is not None else 0
+                  for v in (rows[column] if column in rows else [None] * len(rows))]
+        ax.bar(x + (i - 1) * width, values, width, label=label, color=color)
+    ax.set_xticks(x, rows["variant"], rotation=20)
+    ax.set_ylabel("bubble median (µs)")
+    ax.set_title(f"How much of the bubble is the profiler's (batch {batch}, H200)")
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

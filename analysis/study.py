@@ -20,10 +20,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis import observer  # noqa: E402
 from analysis.cli import Command, GapscopeError  # noqa: E402
 from analysis.errors import TraceError  # noqa: E402
 from analysis.kernels import kernel_table, op_names  # noqa: E402
-from analysis.plots import plot_analysis  # noqa: E402
+from analysis.plots import plot_analysis, plot_bubbles  # noqa: E402
 from analysis.readers.nsys import load_trace, read_full_names  # noqa: E402
 from analysis.readers.untraced import read_untraced_steps  # noqa: E402
 from analysis.runs import resolve_run  # noqa: E402
@@ -241,75 +242,6 @@ def capture_rows(caps: dict) -> tuple:
     return pd.DataFrame(rows), analyses
 
 
-# (sync every step, the sync hidden): the pairs whose untraced difference is what the sync costs.
-SYNC_PAIRS = (("graphed-sync", "graphed"), ("compiled", "pipelined+compile"),
-              ("static", "deferred"))
-
-
-def _us(ns) -> str:
-    return "–" if ns is None else f"{ns / 1e3:.1f}"
-
-
-def _batch(run) -> object:
-    return (run.info.get("config") or {}).get("batch", "–")
-
-
-def profiler_share_table(analyses: dict) -> pd.DataFrame:
-    """Each capture with an untraced twin: its bubble and period traced (node- or graph-level,
-    as `cuda_graph_trace` says) and untraced, the profiler's share, and the spread of the
-    twin's runs (processes or repeats)."""
-    rows = []
-    for name, (a, run, _) in analyses.items():
-        s, u = a.summary, a.summary.get("untraced")
-        if u is None:
-            continue
-        per_run = [m for m in u["run_period_ns_medians"] if m is not None]
-        rows.append({
-            "capture": name,
-            "batch": _batch(run),
-            "graph trace": s["cuda_graph_trace"],
-            "traced bubble µs": _us(s["bubble_ns_median"]),
-            "untraced bubble µs": _us(u["bubble_ns_median"]),
-            "profiler's share": "–" if u["profiler_bubble_share"] is None
-            else f"{u['profiler_bubble_share'] * 100:.0f}%",
-            "traced period ms": ms(s["period_ns_median"] / 1e6),
-            "untraced period ms": "–" if u["period_ns_median"] is None
-            else ms(u["period_ns_median"] / 1e6),
-            "untraced runs, period min–max ms": f"{len(per_run)}: "
-            f"{min(per_run) / 1e6:.3f}–{max(per_run) / 1e6:.3f}" if per_run else "–",
-        })
-    return pd.DataFrame(rows)
-
-
-def sync_cost_table(analyses: dict) -> pd.DataFrame:
-    """What the sync costs a step untraced, from the measured pairs (SYNC_PAIRS) at one batch:
-    the difference of the twins' periods and of the bench's ms/step, beside the traced bubble."""
-    found = {}
-    for _, (a, run, _) in sorted(analyses.items()):
-        found.setdefault((run.label, _batch(run)), (a, run))
-    rows = []
-    for (label, batch), (a, run) in found.items():
-        for synced, hidden in SYNC_PAIRS:
-            if label != synced or (hidden, batch) not in found:
-                continue
-            b, other = found[(hidden, batch)]
-            ua, ub = a.summary.get("untraced"), b.summary.get("untraced")
-            twin = (ua["period_ns_median"] - ub["period_ns_median"]
-                    if ua and ub and None not in (ua["period_ns_median"], ub["period_ns_median"])
-                    else None)
-            bench = (run.untraced_ms_per_step(), other.untraced_ms_per_step())
-            rows.append({
-                "pair": f"{synced} vs {hidden}",
-                "batch": batch,
-                "traced bubble µs": f"{_us(a.summary['bubble_ns_median'])} vs "
-                f"{_us(b.summary['bubble_ns_median'])}",
-                "untraced cost of the sync µs/step (events)": _us(twin),
-                "untraced cost µs/step (bench)": "–" if None in bench
-                else f"{(bench[0] - bench[1]) * 1e3:.1f}",
-            })
-    return pd.DataFrame(rows)
-
-
 def bytes_per_step(config: dict) -> dict:
     """The least each class must move in one decode step: every linear weight once (GEMMs, the
     tied lm_head included) and the KV cache slots the variant's attention reads. HF's SDPA and
@@ -471,6 +403,61 @@ def environment(analyses: dict, b: dict) -> str:
     return "no captures"
 
 
+OBSERVER_TEXT = (
+    "Every variant at batch 1, 8 and 32, timed untraced (`harness bench`, each eager one in "
+    "two processes) with its untraced twin (CUDA events around every step, read back after the "
+    "run), then captured node-level and (for the graph-replayed ones) graph-level: "
+    "`scripts/overhead.sh` in `observer/`. Bubble: median over steps 31–50 of the GPU idle "
+    "time between one step's last op and the next step's first (METRICS.md); the twin's "
+    "bubble includes the stop check's copy to the host, and its floor is about 1.3 µs (two "
+    "events back to back). The profiler's share = (traced − untraced) / traced."
+)
+
+
+def observer_sections(sweep_dir: Path, fig: Path) -> list:
+    table = observer.sweep(sweep_dir)
+    if not len(table):
+        return []
+    parts = ["## How much of the bubble is the profiler's", OBSERVER_TEXT]
+    batches = sorted(table["batch"].unique())
+    anchor = 8 if 8 in batches else batches[0]
+    plot_bubbles(fig / "observer.png", table, anchor)
+    parts += section("### The bubble, traced and untraced", observer.bubble_table(table),
+                     "observer")
+    cost = observer.sync_cost_table(table)
+    if len(cost):
+        parts += section("### What the sync costs a step, untraced (measured pairs; bench "
+                         "median and [min, max] over the processes' combinations)", cost)
+    return parts
+
+
+PART_START, PART_END = "<!-- part: observer -->", "<!-- /part -->"
+
+
+def write_part(study: Path, out: Path) -> Path:
+    """The observer part alone, put into OUT/RESULTS.md between its markers (before the
+    ladder's section the first time), the rest of the file left as it is."""
+    sweep_dir = study / "observer" if (study / "observer").is_dir() else study
+    fig = out / "figures"
+    fig.mkdir(parents=True, exist_ok=True)
+    body = observer_sections(sweep_dir, fig)
+    if not body:
+        raise GapscopeError(f"{sweep_dir}: no b<batch>/<variant>/ runs of scripts/overhead.sh")
+    path = out / "RESULTS.md"
+    text = path.read_text() if path.is_file() else ""
+    block = "\n\n".join([PART_START, *body, PART_END])
+    if PART_START in text and PART_END in text:
+        head, rest = text.split(PART_START, 1)
+        text = head + block + rest.split(PART_END, 1)[1]
+    elif "\n## 1. " in text:
+        head, rest = text.split("\n## 1. ", 1)
+        text = head + "\n" + block + "\n\n## 1. " + rest
+    else:
+        text = text + ("\n\n" if text else "") + block + "\n"
+    path.write_text(text)
+    return path
+
+
 def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     b = benches(study)
     if "ladder" not in b:
@@ -513,13 +500,15 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     if len(caps):
         plot_idle(fig / "idle.png", analyses)
         parts += section("### What the captures show", caps, "idle")
-        share = profiler_share_table(analyses)
+        share = observer.capture_share_table(analyses)
         if len(share):
             parts += section("### How much of the bubble is the profiler's", share)
-            cost = sync_cost_table(analyses)
+            cost = observer.capture_sync_cost_table(analyses)
             if len(cost):
                 parts += section("### What the sync costs a step, untraced (measured pairs)",
                                  cost)
+    if (study / "observer").is_dir():
+        parts += [PART_START, *observer_sections(study / "observer", fig), PART_END]
     if "finish" in b:
         parts += section(
             "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)", finish_table(b)
@@ -572,14 +561,27 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     default=None,
     help="A Markdown file of commentary to put after the header, as it is.",
 )
-def main(study, out, notes):
-    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh."""
+@click.option(
+    "--part",
+    type=click.Choice(["observer"]),
+    default=None,
+    help="Rewrite only this part of OUT/RESULTS.md (between its markers), from STUDY/observer "
+    "or STUDY itself when it is an overhead.sh directory.",
+)
+def main(study, out, notes, part):
+    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh.
+
+    \b
+    Example:
+        gapscope study traces/study-20261130T221926Z -o docs --notes docs/results-notes.md
+        gapscope study docs/observer-20261201 -o docs --part observer
+    """
     if not study.is_dir():
         raise GapscopeError(
             f"{study}: not a directory; pass the study directory of scripts/study.sh"
         )
     try:
-        path = write_results(study, out, notes)
+        path = write_part(study, out) if part else write_results(study, out, notes)
     except (TraceError, OSError, KeyError, json.JSONDecodeError) as e:
         raise GapscopeError(f"{study}: cannot make the results ({e})") from None
     click.echo(f"gapscope: wrote {path}", err=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole study on a GPU machine (issue 5): the article's ladder checked, then finished.
 #
-#   scripts/study.sh [--budget quick|full] [--parts ladder,scale,batch,finish,capture,results]
+#   scripts/study.sh [--budget quick|full] [--parts ladder,scale,batch,finish,capture,observer,results]
 #                    [--captures "static graphed ..."] [--dir DIR]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
@@ -13,6 +13,11 @@
 #   bench-lt-off        graphed with DISABLE_ADDMM_CUDA_LT=1: its biased GEMMs off cuBLASLt
 #   bench-branches-N    fused with its batch cut into N micro-batches on N streams
 #   capture/            one nsys capture per rung (scripts/profile.sh), each with its analysis
+#   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
+#                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
+#                       ones in 2 processes) with their untraced twin, captured node-level and
+#                       graph-level: how much of each bubble is the profiler's (not in the
+#                       default parts: --parts observer; about 25 minutes on an H200)
 # Then `python -m analysis.study DIR -o DIR/results` writes RESULTS.md and its plots from those
 # runs (it needs no GPU: it can also be run later, elsewhere, on the same directory).
 # quick: 3 repeats, fewer sizes and captures, a few minutes; full: what docs/RESULTS.md shows.
@@ -112,6 +117,16 @@ if want capture; then
     fi
     tail -n 3 "$dir/capture/$c.log" | sed 's/^/    /'
   done
+fi
+
+if want observer; then
+  if [ -f "$dir/observer/overhead.md" ]; then say "observer: done before, kept"; else
+    say "observer: scripts/overhead.sh --out $dir/observer"
+    bash scripts/overhead.sh --out "$dir/observer" --batches "1 8 32" \
+      --variants "static deferred compiled pipelined+compile graphed-sync graphed fused" \
+      --capture-variants "static compiled graphed-sync graphed fused" --flagsets "node graph" \
+      --processes 2 --new-tokens 50 || say "observer FAILED; going on"
+  fi
 fi
 
 if want results; then
