@@ -493,7 +493,12 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     help="A Markdown file of commentary to put after the header, as it is.",
 )
 def main(study, out, notes):
-    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh."""
+    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh.
+
+    \b
+    Example:
+        gapscope study docs/study-20261130T221926Z -o out/results
+    """
     if not study.is_dir():
         raise GapscopeError(
             f"{study}: not a directory; pass the study directory of scripts/study.sh"

@@ -100,7 +100,7 @@ def test_cuda_without_cuda_exits_2_with_one_line(tmp_path):
         pytest.skip("CUDA is available here")
     proc = harness("run", "--variant", "kv", "--out", str(tmp_path), "--model", "tiny")
     assert (proc.returncode, proc.stderr) == (
-        2, "gapscope: error: CUDA is not available here: pass --device cpu (graphed needs CUDA)\n")
+        2, "gapscope: error: CUDA is not available here: pass --device cpu\n")
 
 
 def test_importing_harness_does_not_import_torch():

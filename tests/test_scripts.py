@@ -199,13 +199,18 @@ def test_profile_without_a_variant_is_a_usage_error(tmp_path):
     assert run_dirs(tmp_path) == []
 
 
-@pytest.mark.parametrize("variant", ["nope", "hf-generate"])
+@pytest.mark.parametrize("variant, message", [
+    ("nope", "gapscope: unknown variant 'nope': usage:"),
+    ("hf-generate", "gapscope: hf-generate cannot be profiled step by step: model.generate runs "
+                    "the loop inside transformers, with no `Step N` NVTX ranges; time it untraced "
+                    "with `python -m harness bench --variants hf-generate`"),
+])
 def test_an_unknown_or_uncapturable_variant_is_a_usage_error_before_nsys_is_looked_for(
-        tmp_path, variant):
+        tmp_path, variant, message):
     env = make_env(tmp_path, PATH=path_without_nsys())  # no nsys anywhere: the name fails first
     result = run_script("profile.sh", env, variant, cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"gapscope: unknown variant '{variant}': usage:")
+    assert result.stderr.startswith(message)
     assert len(result.stderr.splitlines()) == 1
     assert run_dirs(tmp_path) == []
 
