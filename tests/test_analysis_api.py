@@ -86,3 +86,9 @@ def test_the_bench_table_reads_in_100_columns():
     assert text.splitlines()[2].split() == [
         "pipelined-seed", "100", "1234.56", "1200.01-1300.99", "12.345", "123456", "81920.0",
         "92160.0", "11.1", "12.3"]
+
+
+def test_a_pattern_in_a_message_is_shown_as_typed_not_doubled():
+    with pytest.raises(TraceError) as e:
+        analyze_trace(DATA / "h200-eager-static-bs16.sqlite", steps=r"^Iteration (\d+)$")
+    assert r"matches the step pattern '^Iteration (\d+)$' (ranges seen" in str(e.value)

@@ -172,3 +172,10 @@ def test_bench_writes_json_and_a_table(tmp_path):
 def test_percentiles_interpolate_between_order_statistics():
     assert percentiles([5.0, 1.0, 4.0, 2.0, 3.0]) == pytest.approx([1.4, 3.0, 4.6])
     assert percentiles([7.0]) == [7.0, 7.0, 7.0]
+
+
+def test_run_help_shows_the_defaults():
+    out = harness("run", "--help").stdout
+    for default in ("(default: 32)", "(default: 100)", "(default: fp32)", "(default: cuda)",
+                    "(default: 0)"):
+        assert default in out, default
