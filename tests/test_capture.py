@@ -59,7 +59,7 @@ def test_nsys_env_and_too_old_messages_match_lib_sh(tmp_path, monkeypatch):
     assert found.note == f"using nsys 2023.4.1.97 at {old} (from $NSYS)"
     with pytest.raises(capture.NsysError) as e:
         capture.require_version(found)
-    assert f"gapscope: {e.value}" == shell.stderr.strip().splitlines()[-1]
+    assert f"gapscope: error: {e.value}" == shell.stderr.strip().splitlines()[-1]
 
 
 def test_no_nsys_message_matches_lib_sh(tmp_path, monkeypatch):
@@ -68,4 +68,4 @@ def test_no_nsys_message_matches_lib_sh(tmp_path, monkeypatch):
     use_env(monkeypatch, env)
     with pytest.raises(capture.NsysError) as e:
         capture.find_nsys()
-    assert f"gapscope: {e.value}" == shell.stderr.strip().splitlines()[-1]
+    assert f"gapscope: error: {e.value}" == shell.stderr.strip().splitlines()[-1]
