@@ -133,9 +133,12 @@ def export_command(nsys: str, rep: Path, sqlite: Path) -> list[str]:
 
 
 # nsys exports lazily: a table that would hold no rows is not created at all.
-NVTX_NAMES_SQL = """
+# The NVTX ranges the analysis reads (METRICS.md, Inputs): closed, of the four range types, the
+# same as analysis.readers.nsys (not imported: doctor loads this module and needs no pandas).
+RANGE_EVENT_TYPES = (59, 60, 70, 71)
+NVTX_NAMES_SQL = f"""
     SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s
-    ON s.id = e.textId WHERE e.end IS NOT NULL"""
+    ON s.id = e.textId WHERE e.end IS NOT NULL AND e.eventType IN {RANGE_EVENT_TYPES}"""
 
 
 @dataclass(frozen=True)

@@ -69,3 +69,9 @@ def test_no_nsys_message_matches_lib_sh(tmp_path, monkeypatch):
     with pytest.raises(capture.NsysError) as e:
         capture.find_nsys()
     assert f"gapscope: error: {e.value}" == shell.stderr.strip().splitlines()[-1]
+
+
+def test_the_capture_check_counts_the_ranges_the_reader_reads():
+    from analysis.readers import nsys
+
+    assert capture.RANGE_EVENT_TYPES == nsys.RANGE_EVENT_TYPES
