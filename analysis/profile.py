@@ -244,7 +244,10 @@ def profile(ctx, step_pattern, check_pattern, capture_range, delay_s, duration_s
     write_json(run_json, record)
     click.echo(f"gapscope: capturing: {shlex.join(full)}", err=True)
     log = run / "nsys.log"
-    rc = tee(full, log, os.environ | {"GAPSCOPE_RUN_DIR": str(run)})
+    try:
+        rc = tee(full, log, os.environ | {"GAPSCOPE_RUN_DIR": str(run)})
+    except OSError as e:
+        raise ProfileError(f"cannot run {nsys.path}: {e.strerror or e}") from None
     # nsys exits with the status of the program it ran.
     if rc != 0:
         raise ProfileError(f"the program under nsys failed with exit code {rc}: "
