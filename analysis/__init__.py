@@ -1,1 +1,15 @@
-"""gapscope analysis: reads an Nsight Systems SQLite export (no torch needed)."""
+"""gapscope analysis: reads an Nsight Systems SQLite export (no torch needed).
+
+`from analysis import analyze_trace` is the library API (analysis/api.py, docs/ANALYSIS.md).
+"""
+
+__all__ = ["analyze_trace"]
+
+
+def __getattr__(name: str):
+    # Loaded on first use: `import analysis.errors` (the harness does) stays free of pandas.
+    if name == "analyze_trace":
+        from analysis.api import analyze_trace
+
+        return analyze_trace
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")

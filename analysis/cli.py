@@ -10,14 +10,11 @@ import click
 
 from analysis import compare as compare_mod
 from analysis import report as report_mod
+from analysis.api import analyse_run
 from analysis.errors import TraceError
-from analysis.readers import load_trace
-from analysis.readers.untraced import read_untraced_steps
-from analysis.runs import resolve_run, unique_labels
+from analysis.runs import unique_labels
 from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from analysis.summary import Options
-from analysis.summary import analyze as run_analysis
-from analysis.twin import with_untraced
 
 
 class GapscopeError(click.ClickException):
@@ -27,7 +24,8 @@ class GapscopeError(click.ClickException):
 
 
 # Commands that live outside analysis/, imported only when used: the analysis needs no harness.
-LAZY_COMMANDS = {"doctor": "harness.doctor:doctor", "study": "analysis.study:main"}
+LAZY_COMMANDS = {"doctor": "harness.doctor:doctor", "study": "analysis.study:main",
+                 "profile": "analysis.profile:profile"}
 
 
 def _importable(module: str) -> bool:
@@ -47,7 +45,8 @@ class OneLineErrors:
             click.echo(f"gapscope: error: {e.format_message()}", err=True)
             sys.exit(2)
         except click.ClickException as e:
-            e.show()
+            # click's own show() says "Error: ...": one style for every error instead.
+            click.echo(f"gapscope: error: {e.format_message()}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
             click.echo("gapscope: aborted", err=True)
@@ -76,22 +75,20 @@ class Group(OneLineErrors, click.Group):
 def pattern_options(f):
     f = click.option("--device", type=int, default=None,
                      help="Analyse this CUDA device only (default: each that ran step ops).")(f)
-    f = click.option("--check", "check_pattern", default=DEFAULT_CHECK_PATTERN, show_default=True,
-                     help="Regex naming the stop-check NVTX ranges.")(f)
-    f = click.option("--steps", "step_pattern", default=DEFAULT_STEP_PATTERN, show_default=True,
-                     help="Regex naming the step NVTX ranges; group 1 is the step index.")(f)
+    # None: the pattern run.json recorded (gapscope profile --steps/--check), else the default.
+    f = click.option("--check", "check_pattern", default=None,
+                     help="Regex naming the stop-check NVTX ranges (default: the run's own from "
+                          f"its run.json, else {DEFAULT_CHECK_PATTERN}).")(f)
+    f = click.option("--steps", "step_pattern", default=None,
+                     help="Regex naming the step NVTX ranges; group 1 is the step index "
+                          f"(default: the run's own from its run.json, else "
+                          f"{DEFAULT_STEP_PATTERN}).")(f)
     return f
 
 
 def _analyse(arg: str, options: Options) -> tuple:
     try:
-        run = resolve_run(arg)
-        trace = load_trace(run.trace_path)
-        analyses = run_analysis(trace, options)
-        if run.untraced_steps is not None:
-            twin = read_untraced_steps(run.untraced_steps)
-            analyses = [with_untraced(a, twin) for a in analyses]
-        return run, trace.schema_version, analyses
+        return analyse_run(arg, options.step_pattern, options.check_pattern, options.device)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
 
@@ -102,8 +99,9 @@ def main():
 
     \b
     Example:
-        gapscope analyze traces/pipelined-20261130-1712/
-        gapscope compare tests/data/h200-eager-static-bs16.sqlite traces/graphed-*/
+        gapscope analyze traces/20261130T171200Z-pipelined/
+        gapscope compare tests/data/h200-eager-static-bs16.sqlite traces/*-graphed/
+        gapscope profile -- python examples/hf_decode.py --model llama
     """
 
 
@@ -163,8 +161,10 @@ def _compare_inputs(traces: tuple, options: Options) -> tuple:
 @click.argument("traces", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
               show_default=True)
+@click.option("--wide", is_flag=True,
+              help="Text: every run in one table, however wide (default: tables of 100 columns).")
 @pattern_options
-def compare(traces, fmt, step_pattern, check_pattern, device):
+def compare(traces, fmt, wide, step_pattern, check_pattern, device):
     """Compare TRACES (exports or run dirs) side by side, the first one as the baseline.
 
     \b
@@ -179,7 +179,7 @@ def compare(traces, fmt, step_pattern, check_pattern, device):
     elif fmt == "md":
         click.echo(compare_mod.to_markdown(table), nl=False)
     else:
-        click.echo(compare_mod.to_text(table))
+        click.echo(compare_mod.to_text(table, width=None if wide else compare_mod.TEXT_WIDTH))
 
 
 @main.command()
@@ -192,7 +192,7 @@ def report(traces, out_dir, step_pattern, check_pattern, device):
 
     \b
     Example:
-        gapscope report traces/static-*/ traces/pipelined-*/ -o out/report
+        gapscope report traces/*-static/ traces/*-pipelined/ -o out/report
     """
     from analysis.plots import plot_analysis
 

@@ -4,6 +4,8 @@ A difference from the first run is "within noise" when the 95% interval of the d
 medians (steps resampled with replacement, seeded) contains zero.
 """
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
@@ -175,14 +177,39 @@ LEGEND = ("~ within noise of the first run (95% bootstrap CI of the difference o
           "contains 0); * a difference beyond noise")
 
 
-def to_text(table: pd.DataFrame) -> str:
+# A terminal of 100 columns reads every table the CLI prints.
+TEXT_WIDTH = 100
+
+
+def _column_groups(widths: list, width: int | None) -> list:
+    """Run columns (1..n) in consecutive groups that fit `width` beside the metric column."""
+    groups, current, used = [], [], widths[0]
+    for i in range(1, len(widths)):
+        if current and width is not None and used + 2 + widths[i] > width:
+            groups.append(current)
+            current, used = [], widths[0]
+        current.append(i)
+        used += 2 + widths[i]
+    return groups + [current]
+
+
+def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
+    """The runs as columns, split into tables of at most `width` columns, each repeating the
+    metric names (None: one table however wide)."""
     rows = display_rows(table)
     header = ["", *table["label"]]
     cells = [header] + [[name, *values] for name, values in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in cells]
-    return "\n".join(lines + ["", LEGEND, *order_flips(table), SYNC_NOTE])
+    blocks = []
+    for group in _column_groups(widths, width):
+        keep = [0, *group]
+        blocks.append("\n".join("  ".join(row[i].ljust(widths[i]) for i in keep).rstrip()
+                                 for row in cells))
+    legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
+    notes = [*order_flips(table), SYNC_NOTE]
+    if width is not None:
+        notes = [textwrap.fill(n, width) for n in notes]
+    return "\n\n".join(blocks + ["\n".join([legend, *notes])])
 
 
 def to_markdown(table: pd.DataFrame) -> str:

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis import api
 from analysis.errors import TraceError
-from analysis.readers import load_trace
 from analysis.readers.untraced import read_untraced_steps
-from analysis.runs import resolve_run
-from analysis.summary import analyze
-from analysis.twin import untraced_summary, with_untraced
+from analysis.twin import untraced_summary
 
 # (sync every step, the sync hidden): their untraced difference is what the sync costs.
 SYNC_PAIRS = (("graphed-sync", "graphed"), ("compiled", "pipelined+compile"),
@@ -29,11 +27,8 @@ VARIANT_ORDER = ("static", "deferred", "compiled", "pipelined+compile", "graphed
 
 def analyse_run(path: Path):
     """The first device's analysis of a run directory, with its twin when it has one."""
-    run = resolve_run(str(path))
-    a = analyze(load_trace(run.trace_path))[0]
-    if run.untraced_steps is not None:
-        a = with_untraced(a, read_untraced_steps(run.untraced_steps))
-    return a, run
+    run, _, analyses = api.analyse_run(path)
+    return analyses[0], run
 
 
 def _bench_ms(vdir: Path) -> list:

@@ -49,6 +49,13 @@ def find_trace(directory: Path) -> Path:
     found = sorted(directory.glob("*.sqlite"))
     if len(found) == 1:
         return found[0]
+    rep = directory / "capture.nsys-rep"
+    if not found and rep.is_file():
+        raise TraceError(
+            f"{directory}: holds capture.nsys-rep but no {TRACE_NAME}: export it with the nsys "
+            f"that captured it, `scripts/export.sh {rep}` (or `nsys export --type sqlite -o "
+            f"{directory / TRACE_NAME} {rep}`)"
+        )
     what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
     raise TraceError(
         f"{directory}: a run directory needs {TRACE_NAME} ({what} there); "

@@ -24,7 +24,7 @@ def compile_pattern(pattern: str, option: str) -> re.Pattern:
     try:
         return re.compile(pattern)
     except re.error as e:
-        raise TraceError(f"{option} {pattern!r} is not a valid regular expression: {e}") from None
+        raise TraceError(f"{option} '{pattern}' is not a valid regular expression: {e}") from None
 
 
 def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
@@ -46,7 +46,7 @@ def find_steps(ranges: pd.DataFrame, pattern: str) -> pd.DataFrame:
     if steps.empty:
         seen = sorted(set(ranges["name"]))[:5]
         raise TraceError(
-            f"no NVTX range matches the step pattern {pattern!r} (ranges seen: {seen}); "
+            f"no NVTX range matches the step pattern '{pattern}' (ranges seen: {seen}); "
             "pass --steps REGEX"
         )
     return steps

@@ -64,7 +64,7 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
     if not devices:
         raise TraceError(
             f"{trace.path}: no GPU op was launched inside a step range "
-            f"({len(steps)} steps match {options.step_pattern!r}); check --steps"
+            f"({len(steps)} steps match '{options.step_pattern}'); check --steps"
         )
     if options.device is not None:
         if options.device not in devices:

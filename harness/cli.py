@@ -20,15 +20,26 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class DefaultsHelp(argparse.HelpFormatter):
+    """Each option's help ends with its default, where it has one (None: decided per variant)."""
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        unset = action.default is None or action.default is False
+        if not unset and action.default != argparse.SUPPRESS and action.option_strings:
+            help_text += f" (default: {action.default})"
+        return help_text
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="gpt2", help="gpt2 (124M) or tiny (CPU tests)")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--new-tokens", type=int, default=100)
+    p.add_argument("--batch", type=int, default=32, help="sequences decoded together")
+    p.add_argument("--new-tokens", type=int, default=100, help="tokens generated per sequence")
     p.add_argument("--dtype", default="fp32", help="fp32 or bf16")
     p.add_argument("--matmul-precision", default="high", help="high (TF32) or highest")
     p.add_argument("--compile", default=None, help="none, default or reduce-overhead")
     p.add_argument("--stop", default="none", help="none, fixed:S, uniform:A-B or geometric:P")
-    p.add_argument("--stop-seed", type=int, default=0)
+    p.add_argument("--stop-seed", type=int, default=0, help="seed of the --stop schedule")
     p.add_argument("--k", type=int, default=None, help="check-every-k: sync every K steps (8)")
     p.add_argument("--branches", type=int, default=None,
                    help="fused: micro-batches run side by side on their own streams (1)")
@@ -42,13 +53,15 @@ def build_parser() -> Parser:
     parser = Parser(prog="python -m harness", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    run = sub.add_parser("run", help="warm-up, then one run with the profiler window; run.json")
+    run = sub.add_parser("run", help="warm-up, then one run with the profiler window; run.json",
+                         formatter_class=DefaultsHelp)
     run.add_argument("--variant", required=True, help=", ".join(VARIANT_NAMES))
     run.add_argument("--out", type=Path, required=True, help="run directory for run.json")
     add_run_options(run)
-    bench = sub.add_parser("bench", help="untraced timing of several variants")
+    bench = sub.add_parser("bench", help="untraced timing of several variants",
+                           formatter_class=DefaultsHelp)
     bench.add_argument("--variants", required=True, help="comma-separated, e.g. kv,static,graphed")
-    bench.add_argument("--repeats", type=int, default=5)
+    bench.add_argument("--repeats", type=int, default=5, help="timed runs of each variant")
     bench.add_argument("--json", type=Path, default=None, help="write the results here")
     bench.add_argument("--timeline", default=None, metavar="FILE",
                        help="also time every step on the GPU with CUDA events (after the timing "

@@ -1,7 +1,8 @@
 """`gapscope doctor`: can this machine run `make profile`? One line per check, with the fix.
 
 Imports no torch at module level: it must also speak on a machine without torch, GPU or nsys.
-nsys is found, and its flags taken, from scripts/lib.sh, so doctor and profile.sh never disagree.
+nsys is found, and its flags taken, by analysis.capture (lib.sh's rules in Python, kept equal by
+tests), so doctor works pip-installed, without the scripts/ folder, from any directory.
 """
 
 import os
@@ -15,8 +16,8 @@ from pathlib import Path
 
 import click
 
-ROOT = Path(__file__).resolve().parent.parent
-LIB_SH = ROOT / "scripts" / "lib.sh"
+from analysis.capture import NsysError, capture_flags, find_nsys, require_version
+
 MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
 WARN_FREE_BYTES = 5 << 30
 CAPTURE_TIMEOUT_S = 300
@@ -37,14 +38,6 @@ KERNEL_COUNT_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
 
 def check(status: str, name: str, detail: str, fix: str = "", **found) -> dict:
     return {"status": status, "name": name, "detail": detail, "fix": fix, **found}
-
-
-def lib_sh(*words: str) -> subprocess.CompletedProcess:
-    """Runs one function of scripts/lib.sh; its notes come back on stderr."""
-    script = 'set -euo pipefail; source "$0"; "$@"'
-    return subprocess.run(
-        ["bash", "-c", script, str(LIB_SH), *words], capture_output=True, text=True, timeout=60
-    )
 
 
 def check_gpu() -> dict:
@@ -112,17 +105,12 @@ def check_torch() -> dict:
 
 def check_nsys() -> dict:
     """The nsys profile.sh would use, in `path` when it is usable."""
-    found = lib_sh("find_nsys")
-    note = found.stderr.strip().splitlines()[-1:] or ["find_nsys said nothing"]
-    detail = note[0].removeprefix("gapscope: ")
-    if found.returncode != 0:
-        return check("FAIL", "nsys", detail)  # lib.sh's message names the fix
-    nsys = found.stdout.strip()
-    too_old = lib_sh("require_nsys_version", nsys)
-    if too_old.returncode != 0:
-        reason = too_old.stderr.strip().splitlines()[-1].removeprefix("gapscope: ")
-        return check("FAIL", "nsys", reason)
-    return check("OK", "nsys", detail.removeprefix("using "), path=nsys)
+    try:
+        nsys = find_nsys()
+        require_version(nsys)
+    except NsysError as e:
+        return check("FAIL", "nsys", str(e))  # the message names the fix
+    return check("OK", "nsys", nsys.note.removeprefix("using "), path=nsys.path)
 
 
 def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
@@ -133,7 +121,7 @@ def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
             "not tried: it needs the GPU, torch and nsys above",
             "fix the lines above first",
         )
-    flags = lib_sh("capture_flags", "cuda,nvtx").stdout.split()
+    flags = capture_flags("cuda,nvtx")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
         out = Path(tmp) / "probe"
@@ -255,9 +243,9 @@ def format_check(c: dict) -> str:
 @click.option(
     "--traces-dir",
     type=click.Path(path_type=Path),
-    default=lambda: os.environ.get("TRACES_DIR", str(ROOT / "traces")),
-    show_default="$TRACES_DIR or traces/",
-    help="Where profile.sh writes runs.",
+    default=lambda: os.environ.get("TRACES_DIR") or "traces",
+    show_default="$TRACES_DIR or ./traces",
+    help="Where captures go (profile.sh and gapscope profile write runs there).",
 )
 @click.option(
     "--capture/--no-capture",

@@ -20,7 +20,7 @@ from harness.variants import VARIANTS, expandable_share, set_expandable_segments
 
 def check_device(cfg: RunConfig) -> None:
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("CUDA is not available here: pass --device cpu (graphed needs CUDA)")
+        raise ConfigError("CUDA is not available here: pass --device cpu")
 
 
 def load_model(cfg: RunConfig):

@@ -13,10 +13,10 @@ NSYS_PLACES=${GAPSCOPE_NSYS_PLACES:-"/opt/nvidia/nsight-systems/*/bin/nsys /usr/
 
 note() { printf 'gapscope: %s\n' "$*" >&2; }
 
-die() {  # CODE MESSAGE...
+die() {  # CODE MESSAGE...: the one error style of every gapscope command
   local code=$1
   shift
-  note "$*"
+  note "error: $*"
   exit "$code"
 }
 

@@ -76,11 +76,13 @@ case $graph_trace in
 esac
 
 # A wrong name is a usage error, found before anything else is looked for (nsys, a GPU).
+# hf-generate runs its loop inside model.generate: no `Step N` ranges to capture step by step.
+[ "$variant" != hf-generate ] ||
+  die 2 "hf-generate cannot be profiled step by step: model.generate runs the loop inside transformers, with no \`Step N\` NVTX ranges; time it untraced with \`python -m harness bench --variants hf-generate\`, or profile a variant of the ladder"
 "$PY" - "$variant" <<'PYCHECK' || die 2 "unknown variant '$variant': $usage"
 import sys
 from harness.config import VARIANT_NAMES
-# hf-generate has no per-step NVTX ranges: there is nothing to capture step by step.
-sys.exit(0 if sys.argv[1] in VARIANT_NAMES and sys.argv[1] != "hf-generate" else 1)
+sys.exit(0 if sys.argv[1] in VARIANT_NAMES else 1)
 PYCHECK
 
 nsys=$(find_nsys)

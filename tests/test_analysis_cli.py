@@ -178,7 +178,7 @@ def test_bad_file_gives_one_line_and_exit_2(bad_files, kind):
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit)
     line = result.output.strip()
-    assert "\n" not in line and line.startswith(f"Error: {path}: ")
+    assert "\n" not in line and line.startswith(f"gapscope: error: {path}: ")
     assert BAD_MESSAGES[kind] in line
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in path.parent.iterdir()) == sorted(

@@ -100,7 +100,7 @@ def test_cuda_without_cuda_exits_2_with_one_line(tmp_path):
         pytest.skip("CUDA is available here")
     proc = harness("run", "--variant", "kv", "--out", str(tmp_path), "--model", "tiny")
     assert (proc.returncode, proc.stderr) == (
-        2, "gapscope: error: CUDA is not available here: pass --device cpu (graphed needs CUDA)\n")
+        2, "gapscope: error: CUDA is not available here: pass --device cpu\n")
 
 
 def test_importing_harness_does_not_import_torch():
@@ -203,3 +203,10 @@ def test_bench_timeline_with_several_variants_needs_a_placeholder(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == (
         "gapscope: error: --timeline with several variants needs {variant} in FILE\n")
+
+
+def test_run_help_shows_the_defaults():
+    out = harness("run", "--help").stdout
+    for default in ("(default: 32)", "(default: 100)", "(default: fp32)", "(default: cuda)",
+                    "(default: 0)"):
+        assert default in out, default

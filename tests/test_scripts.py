@@ -196,17 +196,23 @@ def test_osrt_flag_or_env_adds_osrt_to_the_trace(tmp_path, args, extra, trace):
 def test_profile_without_a_variant_is_a_usage_error(tmp_path):
     result = run_script("profile.sh", make_env(tmp_path), cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith("gapscope: usage: scripts/profile.sh VARIANT")
+    assert result.stderr.startswith("gapscope: error: usage: scripts/profile.sh VARIANT")
     assert run_dirs(tmp_path) == []
 
 
-@pytest.mark.parametrize("variant", ["nope", "hf-generate"])
+@pytest.mark.parametrize("variant, message", [
+    ("nope", "gapscope: error: unknown variant 'nope': usage:"),
+    ("hf-generate", "gapscope: error: hf-generate cannot be profiled step by step: "
+                    "model.generate runs the loop inside transformers, with no `Step N` NVTX "
+                    "ranges; time it untraced with `python -m harness bench --variants "
+                    "hf-generate`"),
+])
 def test_an_unknown_or_uncapturable_variant_is_a_usage_error_before_nsys_is_looked_for(
-        tmp_path, variant):
+        tmp_path, variant, message):
     env = make_env(tmp_path, PATH=path_without_nsys())  # no nsys anywhere: the name fails first
     result = run_script("profile.sh", env, variant, cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith(f"gapscope: unknown variant '{variant}': usage:")
+    assert result.stderr.startswith(message)
     assert len(result.stderr.splitlines()) == 1
     assert run_dirs(tmp_path) == []
 
@@ -214,7 +220,7 @@ def test_an_unknown_or_uncapturable_variant_is_a_usage_error_before_nsys_is_look
 def test_profile_refuses_an_out_option_it_sets_itself(tmp_path):
     result = run_script("profile.sh", make_env(tmp_path), "static", "--out", "x", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.startswith("gapscope: profile.sh sets --out itself")
+    assert result.stderr.startswith("gapscope: error: profile.sh sets --out itself")
 
 
 def test_run_name_replaces_the_variant_in_the_run_dir_name(tmp_path):
@@ -327,7 +333,8 @@ def test_profile_without_nsys_says_so_and_makes_no_run_dir(tmp_path):
     env = make_env(tmp_path, PATH=path_without_nsys())
     result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 1
-    assert last_line(result.stderr).startswith("gapscope: no nsys found (looked at $NSYS, PATH, ")
+    assert last_line(result.stderr).startswith(
+        "gapscope: error: no nsys found (looked at $NSYS, PATH, ")
     assert last_line(result.stderr).endswith(": install Nsight Systems or set NSYS=/path/to/nsys")
     assert run_dirs(tmp_path) == []
 
@@ -337,7 +344,8 @@ def test_profile_with_an_old_nsys_says_it_is_too_old(tmp_path):
     result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
-        f"gapscope: nsys 2023.4.1.97 at {FAKE} is too old (gapscope needs 2024.2 or newer to "
+        "gapscope: error: "
+        f"nsys 2023.4.1.97 at {FAKE} is too old (gapscope needs 2024.2 or newer to "
         "capture and export SQLite): install a newer Nsight Systems or set NSYS"
     )
     assert run_dirs(tmp_path) == []
@@ -348,7 +356,7 @@ def test_profile_without_a_gpu_says_so(tmp_path):
         pytest.skip("this machine has a GPU: the GPU tests profile for real")
     result = run_script("profile.sh", make_env(tmp_path), "static", cwd=tmp_path)
     assert result.returncode == 1
-    assert last_line(result.stderr).startswith("gapscope: no CUDA GPU visible to torch ")
+    assert last_line(result.stderr).startswith("gapscope: error: no CUDA GPU visible to torch ")
     assert last_line(result.stderr).endswith(
         ": profile on a machine with an NVIDIA GPU and driver (`make doctor` checks it)"
     )
@@ -361,7 +369,7 @@ def test_harness_failing_under_nsys_passes_its_exit_code_and_keeps_the_log(tmp_p
     (run,) = run_dirs(tmp_path)
     assert result.returncode == 3
     assert last_line(result.stderr) == (
-        "gapscope: the run under nsys failed with exit code 3: "
+        "gapscope: error: the run under nsys failed with exit code 3: "
         f"RuntimeError: CUDA error: out of memory (all of it in {run}/nsys.log)"
     )
     assert (run / "nsys.log").read_text() == "RuntimeError: CUDA error: out of memory\n"
@@ -373,7 +381,7 @@ def test_bad_harness_options_fail_in_the_untraced_run_before_nsys(tmp_path):
     result = run_script("profile.sh", env, "static", *bad, cwd=tmp_path)
     assert result.returncode == 2
     assert last_line(result.stderr) == (
-        "gapscope: the untraced timing run failed (exit 2, its message is above); "
+        "gapscope: error: the untraced timing run failed (exit 2, its message is above); "
         "nothing was captured"
     )
     assert [c for c in nsys_calls(tmp_path) if c[0] == "profile"] == []
@@ -386,7 +394,8 @@ def test_qdstrm_without_nsys_rep_is_kept_with_how_to_import_it(tmp_path):
     assert result.returncode == 1
     qdstrm = f"{run}/capture.qdstrm"
     assert last_line(result.stderr) == (
-        f"gapscope: nsys 2025.3.2.0 wrote {qdstrm} but no .nsys-rep: its importer is missing or "
+        "gapscope: error: "
+        f"nsys 2025.3.2.0 wrote {qdstrm} but no .nsys-rep: its importer is missing or "
         f"broken here (see {run}/nsys.log). The .qdstrm is kept: import it where Nsight Systems "
         f"2025.3.2.0 works, with `QdstrmImporter -i {qdstrm}` from that same version, then "
         "`scripts/export.sh capture.nsys-rep`"
@@ -400,7 +409,8 @@ def test_no_capture_at_all_names_the_window(tmp_path):
     result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
-        "gapscope: nsys wrote no capture: the profiler window --window 2:4 never opened (the run "
+        "gapscope: error: "
+        "nsys wrote no capture: the profiler window --window 2:4 never opened (the run "
         "made 8 steps, on --device cuda?): choose a --window inside the run or raise --new-tokens"
     )
 
@@ -414,7 +424,8 @@ def test_capture_without_nvtx_names_nvtx_as_the_cause(tmp_path):
     result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
-        "gapscope: the capture holds 6860 CUDA kernels but no `Step N` NVTX ranges: NVTX was not "
+        "gapscope: error: "
+        "the capture holds 6860 CUDA kernels but no `Step N` NVTX ranges: NVTX was not "
         f"recorded: check that `{PY} -c 'import nvtx'` works and that --trace has nvtx"
     )
     (run,) = run_dirs(tmp_path)
@@ -427,7 +438,8 @@ def test_capture_without_kernels_names_the_device(tmp_path):
     result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
-        "gapscope: the capture holds 20 steps but no CUDA kernels: the run did not use the GPU "
+        "gapscope: error: "
+        "the capture holds 20 steps but no CUDA kernels: the run did not use the GPU "
         "(pass --device cuda) or CUDA was not traced (--trace needs cuda)"
     )
 
@@ -438,7 +450,8 @@ def test_capture_with_neither_steps_nor_kernels_names_the_window(tmp_path):
     result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
-        "gapscope: the capture holds no steps and no CUDA kernels: --window 2:4 lies outside the "
+        "gapscope: error: "
+        "the capture holds no steps and no CUDA kernels: --window 2:4 lies outside the "
         "steps the run made (8): choose a --window inside the run or raise --new-tokens"
     )
 
@@ -455,7 +468,7 @@ def test_capture_shorter_than_the_window_warns(tmp_path):
         "at step ? (raise --new-tokens or check --stop)"
     )
     # The stand-in ran no harness here, so there is no run.json to complete.
-    assert lines[-1] == f"gapscope: the harness wrote no {run}/run.json: see {run}/nsys.log"
+    assert lines[-1] == f"gapscope: error: the harness wrote no {run}/run.json: see {run}/nsys.log"
     assert result.returncode == 1
 
 
@@ -466,7 +479,8 @@ def test_failed_export_keeps_the_nsys_rep_and_says_how_to_retry(tmp_path):
     rep = f"{run}/capture.nsys-rep"
     assert result.returncode == 1
     assert last_line(result.stderr) == (
-        f"gapscope: nsys 2025.3.2.0 could not export {rep} to SQLite (exit 1): Error: {rep} was "
+        "gapscope: error: "
+        f"nsys 2025.3.2.0 could not export {rep} to SQLite (exit 1): Error: {rep} was "
         "written by a newer version of Nsight Systems. The .nsys-rep is kept: export it with the "
         f"nsys that captured it, `scripts/export.sh {rep}`"
     )
@@ -487,7 +501,7 @@ def test_export_writes_sqlite_next_to_the_capture_and_never_overwrites(tmp_path)
     again = run_script("export.sh", env, str(rep), cwd=tmp_path)
     assert again.returncode == 2
     assert last_line(again.stderr) == (
-        f"gapscope: {rep.parent}/capture.sqlite exists: remove it or name another output"
+        f"gapscope: error: {rep.parent}/capture.sqlite exists: remove it or name another output"
     )
 
 
@@ -503,7 +517,7 @@ def test_profile_all_goes_past_a_failing_variant_and_reports_it(tmp_path):
     assert progress[2] == "gapscope: [2/2] no-such-variant ..."
     assert re.match(r"^gapscope: \[2/2\] no-such-variant FAILED with exit 2 in \d+ s", progress[3])
     assert last_line(result.stderr) == (
-        "gapscope: 1 of 2 variants failed: no-such-variant (exit 2)"
+        "gapscope: error: 1 of 2 variants failed: no-such-variant (exit 2)"
     )
     assert result.returncode == 1
     assert json.loads((ok_run / "run.json").read_text())["nsys"]["path"] == str(FAKE)
@@ -643,4 +657,4 @@ def test_a_graph_trace_level_other_than_node_or_graph_is_a_usage_error(tmp_path)
                         "--device", "cpu", cwd=tmp_path)
     assert result.returncode == 2
     assert last_line(result.stderr).startswith(
-        "gapscope: --cuda-graph-trace must be node or graph, got 'kernel'")
+        "gapscope: error: --cuda-graph-trace must be node or graph, got 'kernel'")

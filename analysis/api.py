@@ -1,0 +1,84 @@
+"""The library API for notebooks and scripts: `from analysis import analyze_trace`.
+
+    from analysis import analyze_trace
+
+    (r,) = analyze_trace("traces/20261130T171200Z-hf_decode/")   # one result per device
+    r.summary["gpu_util"], r.summary["bubble_ns_median"]        # the summary `--format json` prints
+    r.steps[["step", "period_ns", "bubble_ns"]]                 # DataFrames, times in ns
+    r.gaps.groupby("cause", observed=True)["gap_ns"].sum()
+
+The console script calls the same function, so both give the same numbers (tested).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.readers import load_trace
+from analysis.readers.untraced import read_untraced_steps
+from analysis.runs import Run, resolve_run
+from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
+from analysis.summary import DeviceAnalysis, Options
+from analysis.summary import analyze as run_analysis
+from analysis.twin import with_untraced
+
+
+@dataclass(frozen=True)
+class Result:
+    """One device's analysis of one trace (docs/METRICS.md defines every column and key).
+
+    summary: the dict `gapscope analyze --format json` prints as "summary" (plain Python values)
+    steps:   one row a step; gaps: one row a GPU idle gap; streams: one row a stream
+    run:     the trace's path, its label and run.json's contents
+    analysis: the whole DeviceAnalysis (also stream pairs, stop checks and the ops)
+    """
+
+    device: int
+    summary: dict
+    steps: pd.DataFrame
+    gaps: pd.DataFrame
+    streams: pd.DataFrame
+    run: Run
+    analysis: DeviceAnalysis
+
+
+def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,
+                device: int | None) -> Options:
+    """Options for one run: a pattern not given is the one run.json recorded (`gapscope profile
+    --steps/--check`), else the default."""
+    recorded = run.info.get("analysis") if isinstance(run.info.get("analysis"), dict) else {}
+    return Options(
+        step_pattern or recorded.get("step_pattern") or DEFAULT_STEP_PATTERN,
+        check_pattern or recorded.get("check_pattern") or DEFAULT_CHECK_PATTERN,
+        device,
+    )
+
+
+def analyse_run(path: str | Path, step_pattern: str | None = None,
+                check_pattern: str | None = None, device: int | None = None) -> tuple:
+    """(run, the trace's schema version, [DeviceAnalysis]): what the CLI's commands share. A run
+    directory's untraced twin (untraced_steps.json) is set beside each device's analysis."""
+    run = resolve_run(str(path))
+    trace = load_trace(run.trace_path)
+    options = run_options(run, step_pattern, check_pattern, device)
+    analyses = run_analysis(trace, options)
+    if run.untraced_steps is not None:
+        twin = read_untraced_steps(run.untraced_steps)
+        analyses = [with_untraced(a, twin) for a in analyses]
+    return run, trace.schema_version, analyses
+
+
+def analyze_trace(path: str | Path, steps: str | None = None, check: str | None = None,
+                  device: int | None = None) -> list[Result]:
+    """Analyse one trace: an nsys SQLite export, or a run directory (capture.sqlite + run.json).
+
+    steps, check: the regexes of `--steps` and `--check` (default: run.json's, else
+    `^Step (\\d+)$` and `^Check Stop Condition$`); device: one CUDA device (default: each that
+    ran step ops). Raises analysis.errors.TraceError, with a one-line message, on bad input.
+    """
+    from analysis.report import plain
+
+    run, _, analyses = analyse_run(path, steps, check, device)
+    return [Result(a.device, plain(a.summary), a.steps, a.gaps, a.streams, run, a)
+            for a in analyses]
