@@ -206,9 +206,8 @@ def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
         blocks.append("\n".join("  ".join(row[i].ljust(widths[i]) for i in keep).rstrip()
                                  for row in cells))
     legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
+    # One line each, as the tools that grep for them expect, even past the width.
     notes = [*order_flips(table), SYNC_NOTE]
-    if width is not None:
-        notes = [textwrap.fill(n, width) for n in notes]
     return "\n\n".join(blocks + ["\n".join([legend, *notes])])
 
 

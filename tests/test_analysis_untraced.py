@@ -125,9 +125,9 @@ def test_a_bad_twin_stops_analyze_with_one_line(tmp_path):
     (d / "untraced_steps.json").write_text("{}")
     result = run("analyze", d)
     assert result.exit_code == 2
-    assert result.output.strip() == (f"Error: {d / 'untraced_steps.json'}: format is None, not "
-                                     f"'{FORMAT}'; it is written by the harness (untraced twin), "
-                                     "so write it again or remove it")
+    assert result.output.strip() == (
+        f"gapscope: error: {d / 'untraced_steps.json'}: format is None, not '{FORMAT}'; it is "
+        "written by the harness (untraced twin), so write it again or remove it")
 
 
 def steady(period_ns: int, bubble_ns: int) -> dict:
