@@ -61,7 +61,7 @@ class StepTimeline:
         if not self.cuda:
             return time.perf_counter_ns()
         event = torch.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(torch.cuda.current_stream())  # the stream the step runs on
         return event
 
     @contextmanager

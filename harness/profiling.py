@@ -73,7 +73,7 @@ class ProfiledSteps:
         self._want_timeline = timeline
         self._window = None   # harness.instrument.ProfilerWindow, set at the first step
         self._cuda = None     # decided at the first step: the model is on its device by then
-        self._events = []     # (step, start event, end event)
+        self._steps = None    # harness.instrument.StepTimeline, on CUDA with timeline=True
         self._last_step = 0
         self._timeline = None
 
@@ -83,6 +83,8 @@ class ProfiledSteps:
             start, stop = self._window_steps or (0, 0)
             active = self._cuda and self._window_steps is not None
             self._window = instrument.ProfilerWindow(start, stop, active=active)
+            if self._cuda and self._want_timeline:
+                self._steps = instrument.StepTimeline(on=True)
 
     @contextmanager
     def step(self, i: int):
@@ -93,15 +95,12 @@ class ProfiledSteps:
         if self._cuda is None:
             self._begin()
         edges = instrument.window_step(self._window, i) if self._window else nullcontext()
-        with edges, _step_range(i):
-            record = self._cuda and self._want_timeline
-            start = self._record() if record else None
+        timed = self._steps.span(i) if self._steps else nullcontext()
+        with edges, _step_range(i), timed:
             try:
                 yield
             finally:
                 self._last_step = i
-                if record:
-                    self._events.append((i, start, self._record()))
 
     def forward(self):
         """The model call inside a step (NVTX `Model Forward`); optional."""
@@ -110,12 +109,6 @@ class ProfiledSteps:
     def check(self):
         """The stop check inside a step (NVTX `Check Stop Condition`): what `--check` finds."""
         return _check_range() if self.enabled else nullcontext()
-
-    @staticmethod
-    def _record():
-        event = torch.cuda.Event(enable_timing=True)
-        event.record(torch.cuda.current_stream())
-        return event
 
     def close(self) -> None:
         """A loop that ended inside the window still closes the capture range it opened."""
@@ -127,16 +120,8 @@ class ProfiledSteps:
         on the GPU clock, ns from the first step's start (one `runs` entry of the untraced
         per-step timeline file). Reading waits for the last event, so call it after the loop.
         None when no events were recorded: timeline=False, disabled, or not on CUDA."""
-        if self._timeline is None and self._events:
-            self._events[-1][2].synchronize()
-            first = self._events[0][1]
-            # elapsed_time is in ms, as a float with about 0.5 µs resolution.
-            self._timeline = {
-                "step": [i for i, _, _ in self._events],
-                "start_ns": [round(first.elapsed_time(s) * 1e6) for _, s, _ in self._events],
-                "end_ns": [round(first.elapsed_time(e) * 1e6) for _, _, e in self._events],
-            }
-            self._events = []
+        if self._timeline is None and self._steps is not None and self._steps.marks:
+            self._timeline = self._steps.read()  # harness.instrument.StepTimeline's
         return self._timeline
 
 
