@@ -14,7 +14,7 @@ from analysis.errors import TraceError
 from analysis.readers import load_trace
 from analysis.runs import resolve_run, unique_labels
 from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
-from analysis.summary import Options
+from analysis.summary import Options, analyze_metrics
 from analysis.summary import analyze as run_analysis
 
 
@@ -81,10 +81,18 @@ def pattern_options(f):
     return f
 
 
-def _analyse(arg: str, options: Options) -> tuple:
+def _analyse(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple:
+    """The run, its export's schema and its analyses. A capture of GPU metrics without a CUDA
+    trace gets the metrics-only analysis where `metrics_only_ok` (analyze), else one line."""
     try:
         run = resolve_run(arg)
         trace = load_trace(run.trace_path)
+        if trace.ops.empty:
+            if not metrics_only_ok:
+                raise TraceError(
+                    f"{run.trace_path}: GPU metrics only, no CUDA trace: `gapscope analyze` "
+                    "reads it; compare and report need a capture with `--trace=cuda,nvtx`")
+            return run, trace.schema_version, analyze_metrics(trace, options)
         return run, trace.schema_version, run_analysis(trace, options)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
@@ -116,7 +124,7 @@ def analyze(trace, fmt, plot, step_pattern, check_pattern, device):
         gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
     """
     options = Options(step_pattern, check_pattern, device)
-    run, schema, analyses = _analyse(trace, options)
+    run, schema, analyses = _analyse(trace, options, metrics_only_ok=True)
     if fmt == "json":
         click.echo(report_mod.to_json(analyses))
     elif fmt == "csv":

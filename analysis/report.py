@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.summary import CAUSES, LEDGER
+from analysis.summary import CAUSES, LEDGER, MetricsAnalysis
 
 
 def plain(value):
@@ -40,6 +40,8 @@ def records(df: pd.DataFrame) -> list:
 
 
 def analysis_dict(a) -> dict:
+    if isinstance(a, MetricsAnalysis):
+        return {"summary": plain(a.summary), "steps": records(a.steps)}
     return {
         "summary": plain(a.summary),
         "steps": records(a.steps),
@@ -107,11 +109,47 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         + (f", {s['ops_without_launch_call']} without a launch call"
            if s["ops_without_launch_call"] else ""),
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + metrics_lines(s.get("gpu_metrics")))
+
+
+def _pct_value(v) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
+def metrics_lines(m: dict | None) -> list:
+    """GPU metrics, time-weighted over the window (two lines; none without metrics)."""
+    if not m:
+        return []
+
+    def gbps(key):
+        return "" if m[f"{key}_gbps"] is None else f" ({m[f'{key}_gbps']:.0f} GB/s)"
+
+    peak = ("GB/s unknown: no peak DRAM bandwidth for this GPU" if m["dram_peak_gbps"] is None
+            else f"of a {m['dram_peak_gbps']:.0f} GB/s peak")
+    return [
+        f"  GPU metrics    GR active {_pct_value(m['gr_active_pct'])}, SMs active "
+        f"{_pct_value(m['sm_active_pct'])}, tensor {_pct_value(m['tensor_active_pct'])} "
+        f"({m['samples']} samples in the window)",
+        f"  DRAM           read {_pct_value(m['dram_read_pct'])}{gbps('dram_read')}, write "
+        f"{_pct_value(m['dram_write_pct'])}{gbps('dram_write')} {peak}",
+    ]
+
+
+def metrics_text_summary(label: str, s: dict, schema: str) -> str:
+    lines = [
+        f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
+        "  GPU metrics only: no CUDA trace, so no gap analysis; steps are their NVTX ranges",
+        f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
+        f"{ms(s['window_ns'])} window",
+    ]
+    return "\n".join(lines + metrics_lines(s["gpu_metrics"]))
 
 
 def to_text(label: str, analyses: list, schema: str) -> str:
-    return "\n\n".join(text_summary(label, a.summary, schema) for a in analyses)
+    return "\n\n".join(
+        (metrics_text_summary if isinstance(a, MetricsAnalysis) else text_summary)(
+            label, a.summary, schema)
+        for a in analyses)
 
 
 SUMMARY_ROWS = (
@@ -145,18 +183,49 @@ STEP_COLUMNS = ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "o
                 "idle_wait_ns", "idle_host_ns", "idle_launch_ns")
 
 
+METRIC_STEP_COLUMNS = ("gr_active_pct", "sm_active_pct", "tensor_active_pct", "dram_read_pct",
+                       "dram_write_pct", "dram_read_gbps")
+
+
+def _step_cell(column: str, value) -> str:
+    if value is None:
+        return ""
+    if column.endswith("_ns"):
+        return f"{value / 1e3:.1f}"
+    if column.endswith(("_pct", "_gbps")):
+        return f"{value:.1f}" if column.endswith("_pct") else f"{value:.0f}"
+    return value
+
+
 def md_steps(a) -> str:
-    header = [c.replace("_ns", " (µs)") for c in STEP_COLUMNS]
-    rows = [
-        [("" if v is None else (f"{v / 1e3:.1f}" if c.endswith("_ns") else v))
-         for c, v in ((c, plain(r[c])) for c in STEP_COLUMNS)]
-        for _, r in a.steps.iterrows()
-    ]
+    base = STEP_COLUMNS if not isinstance(a, MetricsAnalysis) else ("step", "cpu_ns")
+    columns = base + tuple(c for c in METRIC_STEP_COLUMNS if c in a.steps.columns)
+    header = [c.replace("_ns", " (µs)").replace("_pct", " %").replace("_gbps", " GB/s")
+              for c in columns]
+    rows = [[_step_cell(c, plain(r[c])) for c in columns] for _, r in a.steps.iterrows()]
     return md_table(header, rows)
+
+
+def md_metrics(a) -> str:
+    m = a.summary.get("gpu_metrics")
+    if not m:
+        return ""
+    rows = [(k.replace("_pct", " %").replace("_gbps", " GB/s"),
+             "n/a" if m[k] is None else f"{m[k]:.1f}")
+            for k in (*(f"{key}_pct" for key in ("gr_active", "sm_active", "tensor_active",
+                                                  "dram_read", "dram_write")),
+                      "dram_read_gbps", "dram_write_gbps", "dram_peak_gbps")]
+    rows += [("peak from", m["dram_peak_source"]), ("samples", m["samples"]),
+             ("averaged over", f"each step's {m['interval']}")]
+    return md_table([f"GPU metrics, device {a.device}", "value"], rows)
 
 
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
-        parts += [md_summary(a), md_steps(a)]
-    return "\n\n".join(parts) + "\n"
+        if isinstance(a, MetricsAnalysis):
+            parts += ["GPU metrics only (no CUDA trace): no gap analysis.", md_metrics(a),
+                      md_steps(a)]
+        else:
+            parts += [md_summary(a), md_metrics(a), md_steps(a)]
+    return "\n\n".join(p for p in parts if p) + "\n"

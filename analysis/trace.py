@@ -61,7 +61,8 @@ class Trace:
     (version suffix stripped). `ranges`: closed NVTX (or record_function) ranges, start, end,
     tid, name. `strings`: name ids to names. `source`: the reader that made it ("nsys",
     "kineto"). `gpu_metrics`: sampled GPU metrics (timestamp, device, metric, value), empty
-    when the capture sampled none."""
+    when the capture sampled none. `dram_peaks`: device -> (peak DRAM bytes/s or None, its
+    source), for the devices that have metrics."""
 
     path: Path
     schema_version: str
@@ -71,3 +72,4 @@ class Trace:
     strings: dict
     source: str = "nsys"
     gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
+    dram_peaks: dict = field(default_factory=dict)

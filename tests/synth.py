@@ -44,7 +44,15 @@ SCHEMA = {
                                   "streamId INTEGER NOT NULL, correlationId INTEGER, "
                                   "globalPid INTEGER, value INTEGER NOT NULL, "
                                   "bytes INTEGER NOT NULL",
+    "GPU_METRICS": "timestamp INTEGER, typeId INTEGER NOT NULL, metricId INTEGER NOT NULL, "
+                   "value INTEGER NOT NULL",
+    "TARGET_INFO_GPU_METRICS": "typeId INTEGER NOT NULL, sourceId INTEGER NOT NULL, "
+                               "typeName TEXT NOT NULL, metricId INTEGER NOT NULL, "
+                               "metricName TEXT NOT NULL",
+    "TARGET_INFO_GPU": "id INTEGER NOT NULL, name TEXT, memoryBandwidth INTEGER",
 }
+# A metric-set typeId as nsys writes them: the GPU in the low byte, the set and chip above it.
+METRIC_TYPE_ID = 0x10A00
 OP_TABLE = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
             "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
 
@@ -59,6 +67,9 @@ class Synth:
     calls: list = field(default_factory=list)
     ops: dict = field(default_factory=lambda: {k: [] for k in OP_TABLE})
     next_corr: int = 1
+    metrics: list = field(default_factory=list)
+    metric_names: dict = field(default_factory=dict)
+    gpus: list = field(default_factory=list)
 
     def string(self, value: str) -> int:
         return self.strings.setdefault(value, len(self.strings) + 1)
@@ -91,6 +102,12 @@ class Synth:
         self.op(corr, op_start, op_end, pid=pid, **op)
         return corr
 
+    def sample(self, timestamp: int, metric: str, value: int, device: int = 0) -> None:
+        """One GPU-metrics sample: `value` of `metric` over the interval ending at `timestamp`."""
+        type_id = METRIC_TYPE_ID | device
+        metric_id = self.metric_names.setdefault((type_id, metric), len(self.metric_names))
+        self.metrics.append((timestamp, type_id, metric_id, value))
+
     def write(self, path: Path, drop: tuple = (), keep_empty: tuple = ()) -> Path:
         con = sqlite3.connect(path)
         rows = {
@@ -99,6 +116,12 @@ class Synth:
             "NVTX_EVENTS": self.nvtx,
             "CUPTI_ACTIVITY_KIND_RUNTIME": self.calls,
         }
+        if self.metrics:
+            rows["GPU_METRICS"] = self.metrics
+            rows["TARGET_INFO_GPU_METRICS"] = [
+                (t, 0, "GH100", m, name) for (t, name), m in self.metric_names.items()]
+        if self.gpus:
+            rows["TARGET_INFO_GPU"] = self.gpus
         rows.update({OP_TABLE[k]: v for k, v in self.ops.items()
                      if v or OP_TABLE[k] in keep_empty})
         for table, values in rows.items():
