@@ -147,7 +147,8 @@ def test_bench_writes_json_and_a_table(tmp_path):
                    "--stop", "fixed:6", "--json", str(path), *TINY)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].split()[:3] == ["variant", "steps", "ms/run"]
+    assert lines[0].split()[:3] == ["variant", "steps", "ms/step"]
+    assert max(len(line) for line in lines) <= 100
     assert [line.split()[:2] for line in lines[2:4]] == [["kv", "6"], ["check-every-k", "8"]]
     report = json.loads(path.read_text())
     assert list(report) == ["config", "versions", "copy_bytes_per_s", "results"]
@@ -159,7 +160,7 @@ def test_bench_writes_json_and_a_table(tmp_path):
         "variant", "steps", "ms_per_run_median", "ms_per_run_p10", "ms_per_run_p90",
         "ms_per_step_median", "ms_per_step_p10", "ms_per_step_p90", "tokens_per_s",
         "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation", "weight_bytes",
-        "weight_floor_ms_per_step", "weight_floor_pct", "expandable_segment_share"}
+        "weight_floor_ms_per_step", "weight_floor_pct", "floor", "expandable_segment_share"}
     assert (kv["variant"], kv["steps"], every4["steps"]) == ("kv", 6, 8)
     assert kv["peak_allocated_bytes"] is None and kv["fragmentation"] is None
     # tiny: wte 50257x64 + wpe 1024x64 + 2 blocks of 49,984 + ln_f 128, fp32
@@ -167,6 +168,16 @@ def test_bench_writes_json_and_a_table(tmp_path):
     assert kv["ms_per_run_p10"] <= kv["ms_per_run_median"] <= kv["ms_per_run_p90"]
     assert kv["ms_per_step_median"] == pytest.approx(kv["ms_per_run_median"] / 6)
     assert kv["tokens_per_s"] == pytest.approx(3 * 6 / (kv["ms_per_run_median"] / 1e3))
+    # K and V of one slot: 2 x 2 layers x batch 3 x 2 heads x 32 dims x 4 bytes = 3072; the
+    # DynamicCache reads slots 0..pos over pos 0..5: 3.5 on average. Activations per row:
+    # 2 layers x (192 qkv + 5 x 64 + 2 x 256) + 64 + 50257 logits, x 3 rows x 4 bytes.
+    b = kv["floor"]["bytes_per_step"]
+    assert (b["kv_read"], b["kv_write"], b["activations"]) == (3072 * 3.5, 3072, 628428)
+    assert b["total"] == kv["weight_bytes"] + 3072 * 4.5 + 628428
+    assert kv["floor"]["floor_ms_per_step"] == pytest.approx(
+        b["total"] / report["copy_bytes_per_s"] * 1e3)
+    assert kv["floor"]["floor_pct"] == pytest.approx(
+        100 * kv["floor"]["floor_ms_per_step"] / kv["ms_per_step_median"])
 
 
 def test_percentiles_interpolate_between_order_statistics():
