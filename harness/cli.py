@@ -50,6 +50,8 @@ def build_parser() -> Parser:
     bench.add_argument("--variants", required=True, help="comma-separated, e.g. kv,static,graphed")
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--json", type=Path, default=None, help="write the results here")
+    bench.add_argument("--processes", type=int, default=1,
+                       help="run each variant in N processes, interleaved: CIs between processes")
     add_run_options(bench)
     sub.add_parser("variants", help="list the variants, one line each")
     return parser
@@ -62,6 +64,20 @@ def to_config(args: argparse.Namespace, variant: str) -> RunConfig:
         compile=args.compile, stop=args.stop, stop_seed=args.stop_seed, k=args.k,
         branches=args.branches, window=args.window, seed=args.seed, device=args.device,
         gpu_sleep_cycles=args.gpu_sleep_cycles)
+
+
+RUN_OPTIONS = ("model", "batch", "new_tokens", "dtype", "matmul_precision", "compile", "stop",
+               "stop_seed", "k", "branches", "window", "seed", "device", "gpu_sleep_cycles")
+
+
+def run_options(args: argparse.Namespace) -> list:
+    """The run options as given, for a child `python -m harness bench`."""
+    out = []
+    for name in RUN_OPTIONS:
+        value = getattr(args, name)
+        if value is not None:
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,10 +106,19 @@ def cmd_bench(args) -> int:
     bench_configs(to_config(args, variants[0]), variants)
     if args.json is not None and not args.json.parent.is_dir():
         raise ConfigError(f"--json {args.json}: no directory {args.json.parent}")
-    from harness.bench import bench, table
+    if args.processes < 1:
+        raise ConfigError(f"--processes must be >= 1, got {args.processes}")
+    if args.processes > 1:
+        from harness.processes import run_processes
+        from harness.processes import table as processes_table
 
-    report = bench(to_config(args, variants[0]), variants, args.repeats)
-    print(table(report))
+        report = run_processes(variants, args.processes, args.repeats, run_options(args))
+        print(processes_table(report))
+    else:
+        from harness.bench import bench, table
+
+        report = bench(to_config(args, variants[0]), variants, args.repeats)
+        print(table(report))
     if args.json is not None:
         try:
             args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -183,3 +183,26 @@ def test_bench_writes_json_and_a_table(tmp_path):
 def test_percentiles_interpolate_between_order_statistics():
     assert percentiles([5.0, 1.0, 4.0, 2.0, 3.0]) == pytest.approx([1.4, 3.0, 4.6])
     assert percentiles([7.0]) == [7.0, 7.0, 7.0]
+
+
+def test_bench_processes_interleaves_variants_in_processes_of_their_own(tmp_path):
+    path = tmp_path / "bench.json"
+    proc = harness("bench", "--variants", "kv,check-every-k", "--k", "4", "--processes", "2",
+                   "--repeats", "1", "--new-tokens", "4", "--json", str(path),
+                   *[a for a in TINY if a not in ("--new-tokens", "12")])
+    assert proc.returncode == 0, proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("bench --processes")]
+    assert [line.split("] ")[1].split(":")[0] for line in progress] == [
+        "kv, process 1/2", "check-every-k, process 1/2", "kv, process 2/2",
+        "check-every-k, process 2/2"]
+    report = json.loads(path.read_text())
+    kv, every = report["results"]
+    assert (kv["variant"], kv["processes"], report["spread"]) == ("kv", 2, "between processes")
+    assert kv["ms_per_step_median"] == pytest.approx(sum(kv["ms_per_step"]) / 2)
+    lo, hi = kv["ms_per_step_ci95"]
+    assert min(kv["ms_per_step"]) <= lo <= hi <= max(kv["ms_per_step"])
+    [d] = report["differences"]
+    diffs = [b - a for a, b in zip(kv["ms_per_step"], every["ms_per_step"], strict=True)]
+    assert d["median_diff_ms"] == pytest.approx(sum(diffs) / 2)
+    assert "check-every-k - kv" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 100
