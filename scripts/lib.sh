@@ -114,6 +114,13 @@ capture_flags() {  # TRACE: the nsys profile flags every capture uses (profile.s
     --sample=none --cpuctxsw=none --cuda-graph-trace=node --force-overwrite=false
 }
 
+metrics_flags() {  # DEVICE HZ: the flags of a GPU-metrics capture: NVTX and sampled metrics, no CUDA trace
+  # The sampler reads the GPU's counters on its own clock: no CUPTI callbacks, no per-launch cost.
+  printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop --trace=nvtx \
+    --sample=none --cpuctxsw=none --force-overwrite=false "--gpu-metrics-devices=$1" \
+    "--gpu-metrics-frequency=$2"
+}
+
 json_merge() {  # FILE KEY JSON: sets FILE's top-level KEY to the JSON value, in place
   "$PY" - "$@" <<'PY'
 import json, os, sys
@@ -141,7 +148,7 @@ if not entries:
 print(json.dumps(entries[0]))' "$@"
 }
 
-capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels>" found in an nsys export
+capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels> <GPU metric samples>" of an export
   "$PY" - "$1" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
@@ -154,7 +161,10 @@ steps = db.execute(STEPS_SQL).fetchone()[0] if {"NVTX_EVENTS", "StringIds"} <= t
 kernels = 0
 if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
     kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-print(steps, kernels)
+samples = 0
+if "GPU_METRICS" in tables:
+    samples = db.execute("SELECT count(*) FROM GPU_METRICS").fetchone()[0]
+print(steps, kernels, samples)
 PY
 }
 

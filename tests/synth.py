@@ -157,3 +157,30 @@ def causes_trace() -> Synth:
     t.op(999, 125, 128, name="k5")  # no launch call recorded
     t.launch(130, 132, 140, 150, name="k6")
     return t
+
+
+SM = "SMs Active [Throughput %]"
+READ = "DRAM Read Bandwidth [Throughput %]"
+WRITE = "DRAM Write Bandwidth [Throughput %]"
+GR = "GR Active [Throughput %]"
+
+
+def metrics_only_trace() -> Synth:
+    """Two NVTX steps, GPU metrics, no CUDA tables (write it with the API table dropped):
+
+    time       0        50       100      150      200      250      300
+    steps               [Step 1 ...........][Step 2 ..........................]
+    SMs active  (99)      10 over (0,100]    50 over (100,200]  90 over (200,300]
+    DRAM read 20% throughout, write 2, 4, 6; GR active 100, 100, 80; on an H200 (4.8 TB/s)
+    """
+    t = Synth()
+    t.range("Step 1", 50, 150)
+    t.range("Step 2", 150, 300)
+    for ts, sm, read, write, gr in ((0, 99, 99, 99, 99), (100, 10, 20, 2, 100),
+                                    (200, 50, 20, 4, 100), (300, 90, 20, 6, 80)):
+        t.sample(ts, SM, sm)
+        t.sample(ts, READ, read)
+        t.sample(ts, WRITE, write)
+        t.sample(ts, GR, gr)
+    t.gpus.append((0, "NVIDIA H200", None))
+    return t

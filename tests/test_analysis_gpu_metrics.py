@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from synth import Synth, causes_trace
+from synth import SM, causes_trace, metrics_only_trace
 
 from analysis.cli import main
 from analysis.gpu_metrics import Series
@@ -16,10 +16,6 @@ from analysis.summary import analyze, analyze_metrics
 
 DATA = Path(__file__).parent / "data"
 FUSED_METRICS = DATA / "runs" / "fused-metrics"
-SM = "SMs Active [Throughput %]"
-READ = "DRAM Read Bandwidth [Throughput %]"
-WRITE = "DRAM Write Bandwidth [Throughput %]"
-GR = "GR Active [Throughput %]"
 
 
 def run(*args):
@@ -36,21 +32,6 @@ def test_a_sample_covers_the_interval_since_the_previous_one():
     # Inside one sample's interval: that sample's value; outside every interval: unknown.
     np.testing.assert_allclose(s.mean([110], [120]), [50.0])
     assert np.isnan(s.mean([400], [500])[0]) and np.isnan(s.mean([-50], [0])[0])
-
-
-def metrics_only_trace() -> Synth:
-    """Two NVTX steps, no CUDA tables: Step 1 [50,150], Step 2 [150,300]."""
-    t = Synth()
-    t.range("Step 1", 50, 150)
-    t.range("Step 2", 150, 300)
-    for ts, sm, read, write, gr in ((0, 99, 99, 99, 99), (100, 10, 20, 2, 100),
-                                    (200, 50, 20, 4, 100), (300, 90, 20, 6, 80)):
-        t.sample(ts, SM, sm)
-        t.sample(ts, READ, read)
-        t.sample(ts, WRITE, write)
-        t.sample(ts, GR, gr)
-    t.gpus.append((0, "NVIDIA H200", None))
-    return t
 
 
 def test_a_capture_without_a_cuda_trace_is_read_for_its_metrics(tmp_path):

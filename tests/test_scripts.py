@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from synth import metrics_only_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -171,6 +172,54 @@ def test_profile_logs_the_harness_output_to_nsys_log(captured):
     done = rf"^gapscope: done: {re.escape(str(run))} \(20 steps, 6860 kernels captured; "
     done += r"traced \d+\.\d\d ms/step, untraced \d+\.\d\d \([+-]\d+% under nsys\)\)$"
     assert re.match(done, last_line(result.stderr)), last_line(result.stderr)
+
+
+def metrics_export(tmp: Path, samples: bool = True) -> Path:
+    """A metrics-only export (no CUDA tables), as `--trace=nvtx --gpu-metrics-devices=0` makes."""
+    trace = metrics_only_trace()
+    if not samples:
+        trace.metrics.clear()
+    return trace.write(tmp / "metrics.sqlite", drop=("CUPTI_ACTIVITY_KIND_RUNTIME",))
+
+
+def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(tmp_path):
+    env = make_env(tmp_path, GAPSCOPE_UNTRACED_REPEATS="1",
+                   FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path)))
+    result = run_script("profile.sh", env, "static", "--metrics=15000", *CPU_RUN, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    assert run.name.endswith("-static-metrics")
+    (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert profile[1:9] == [
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=nvtx",
+        "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
+        "--gpu-metrics-devices=0", "--gpu-metrics-frequency=15000"]
+    record = json.loads((run / "run.json").read_text())
+    assert record["gpu_metrics"] == {"device": 0, "frequency_hz": 15000, "samples": 16}
+    assert record["untraced"]["variant"] == "static"  # the overhead is measured as for any
+    summary = json.loads((run / "summary.json").read_text())["summary"]
+    assert summary["cuda_trace"] is False and summary["gpu_metrics"]["sm_active_pct"] == 58
+    assert (run / "metrics.png").stat().st_size > 0
+    assert "16 GPU metric samples at 15000 Hz" in last_line(result.stderr)
+
+
+def test_metrics_capture_without_samples_names_the_permission(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_RUN="0",
+                   FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path, samples=False)))
+    result = run_script("profile.sh", env, "static", "--metrics", "--device", "cpu",
+                        cwd=tmp_path)
+    assert result.returncode == 1
+    assert "no GPU metric samples" in last_line(result.stderr)
+    assert "NVreg_RestrictProfilingToAdminUsers" in last_line(result.stderr)
+    (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert "--gpu-metrics-frequency=20000" in profile
+
+
+def test_metrics_frequency_must_be_a_number(tmp_path):
+    result = run_script("profile.sh", make_env(tmp_path), "static", "--metrics=fast",
+                        cwd=tmp_path)
+    assert result.returncode == 2 and "--metrics=HZ needs a whole number" in result.stderr
+    assert run_dirs(tmp_path) == []
 
 
 # --- options and environment -----------------------------------------------------------------
