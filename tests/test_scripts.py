@@ -597,7 +597,22 @@ def test_doctor_without_gpu_torch_or_nsys_fails_politely(tmp_path):
         "FAIL  capture  not tried: it needs the GPU, torch and nsys above  "
         "fix: fix the lines above first"
     )
-    assert [line.split()[1] for line in lines[4:]] == ["perf", "disk"]
+    assert lines[4] == "WARN  metrics  not tried: it needs nsys  fix: fix the nsys line above"
+    assert [line.split()[1] for line in lines[5:]] == ["perf", "disk"]
+
+
+@pytest.mark.parametrize(("answer", "line"), [
+    ("ok", "OK    metrics  nsys can sample GPU metrics on GPU 0"),
+    ("denied", "WARN  metrics  nsys may not read the GPU's performance counters (insufficient "
+               "privilege)  fix: let every user read the GPU counters: `options nvidia "
+               "NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d/"),
+    ("none", "WARN  metrics  nsys lists no GPU that can sample metrics: "
+             "none: Disable GPU Metrics [Default]  fix: GPU metrics need a Turing or newer GPU"),
+])
+def test_doctor_says_whether_gpu_metrics_can_be_sampled(tmp_path, answer, line):
+    result = run_doctor(make_env(tmp_path, FAKE_NSYS_GPU_METRICS=answer), tmp_path)
+    (found,) = [x for x in result.stdout.splitlines() if x.split()[1] == "metrics"]
+    assert found.startswith(line)
 
 
 def test_doctor_names_the_nsys_it_found(tmp_path):
@@ -643,7 +658,7 @@ def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
     )
     statuses = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()}
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("gpu", "torch", "nsys", "capture", "disk"):
+    for name in ("gpu", "torch", "nsys", "capture", "metrics", "disk"):
         assert statuses[name] == "OK", result.stdout
 
 
