@@ -1,5 +1,6 @@
 """`gapscope`: the command line over the analysis library (also `python -m analysis.cli`)."""
 
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -11,7 +12,9 @@ import click
 from analysis import compare as compare_mod
 from analysis import report as report_mod
 from analysis.errors import TraceError
+from analysis.floor import floor_summary
 from analysis.readers import load_trace
+from analysis.readers.gpu_metrics import with_gpu_name
 from analysis.runs import resolve_run, unique_labels
 from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from analysis.summary import Options, analyze_metrics
@@ -87,13 +90,19 @@ def _analyse(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple
     try:
         run = resolve_run(arg)
         trace = load_trace(run.trace_path)
+        gpu = (run.info.get("versions") or {}).get("gpu")
+        trace = dataclasses.replace(trace, dram_peaks=with_gpu_name(trace.dram_peaks, gpu))
         if trace.ops.empty:
             if not metrics_only_ok:
                 raise TraceError(
                     f"{run.trace_path}: GPU metrics only, no CUDA trace: `gapscope analyze` "
                     "reads it; compare and report need a capture with `--trace=cuda,nvtx`")
-            return run, trace.schema_version, analyze_metrics(trace, options)
-        return run, trace.schema_version, run_analysis(trace, options)
+            analyses = analyze_metrics(trace, options)
+        else:
+            analyses = run_analysis(trace, options)
+        for a in analyses:
+            a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))
+        return run, trace.schema_version, analyses
     except TraceError as e:
         raise GapscopeError(str(e)) from None
 

@@ -109,7 +109,23 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         + (f", {s['ops_without_launch_call']} without a launch call"
            if s["ops_without_launch_call"] else ""),
     ]
-    return "\n".join(lines + metrics_lines(s.get("gpu_metrics")))
+    return "\n".join(lines + metrics_lines(s.get("gpu_metrics")) + floor_lines(s.get("floor")))
+
+
+def floor_lines(f: dict | None) -> list:
+    """The bandwidth floor (analysis/floor.py), one or two lines; none without run.json's."""
+    if not f or f["floor_ns_per_step"] is None:
+        return []
+    parts = [f"{pct(v / 100)} {what}" for v, what in (
+        (f["floor_pct_of_period"], "of the GPU period"),
+        (f["floor_pct_of_untraced"], "of the untraced step")) if v is not None]
+    lines = [f"  floor          {ms(f['floor_ns_per_step'])}/step: {f['bytes_per_step'] / 1e6:.0f} "
+             f"MB at the {f['copy_gbps']:.0f} GB/s copy rate (KV {f['kv_slots_read']}); "
+             + ", ".join(parts)]
+    if f["dram_read_gbps"] is not None:
+        lines.append(f"                 DRAM read measured {f['dram_read_gbps']:.0f} GB/s, "
+                     f"{f['dram_read_gbps'] / f['copy_gbps']:.1%} of the copy rate")
+    return lines
 
 
 def _pct_value(v) -> str:
@@ -142,7 +158,7 @@ def metrics_text_summary(label: str, s: dict, schema: str) -> str:
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['window_ns'])} window",
     ]
-    return "\n".join(lines + metrics_lines(s["gpu_metrics"]))
+    return "\n".join(lines + metrics_lines(s["gpu_metrics"]) + floor_lines(s.get("floor")))
 
 
 def to_text(label: str, analyses: list, schema: str) -> str:
@@ -220,12 +236,26 @@ def md_metrics(a) -> str:
     return md_table([f"GPU metrics, device {a.device}", "value"], rows)
 
 
+def md_floor(a) -> str:
+    f = a.summary.get("floor")
+    if not f or f["floor_ns_per_step"] is None:
+        return ""
+    rows = [("floor per step", ms(f["floor_ns_per_step"])),
+            ("bytes per step", f"{f['bytes_per_step'] / 1e6:.1f} MB (KV {f['kv_slots_read']})"),
+            ("copy rate", f"{f['copy_gbps']:.0f} GB/s"),
+            ("% of floor (GPU period)", _pct_value(f["floor_pct_of_period"])),
+            ("% of floor (untraced step)", _pct_value(f["floor_pct_of_untraced"])),
+            ("DRAM read measured", "n/a" if f["dram_read_gbps"] is None
+             else f"{f['dram_read_gbps']:.0f} GB/s")]
+    return md_table([f"bandwidth floor, device {a.device}", "value"], rows)
+
+
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
         if isinstance(a, MetricsAnalysis):
             parts += ["GPU metrics only (no CUDA trace): no gap analysis.", md_metrics(a),
-                      md_steps(a)]
+                      md_floor(a), md_steps(a)]
         else:
-            parts += [md_summary(a), md_metrics(a), md_steps(a)]
+            parts += [md_summary(a), md_metrics(a), md_floor(a), md_steps(a)]
     return "\n\n".join(p for p in parts if p) + "\n"

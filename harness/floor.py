@@ -88,3 +88,16 @@ def floor(shape: dict, variant: str, batch: int, new_tokens: int, positions,
         "kv_slots_read": "all" if variant in ALL_SLOTS else "0..pos",
         "positions": [min(positions), max(positions)],
     }
+
+
+def window_bytes(shape: dict, variant: str, batch: int, new_tokens: int, start: int,
+                 stop: int) -> dict:
+    """run.json's `floor`: the bytes of each profiled step START+1..STOP (step s writes pos s-1),
+    for the analysis to divide by the copy rate that bench measured (untraced.json)."""
+    steps = range(start + 1, stop + 1)
+    return {
+        "kv_slots_read": "all" if variant in ALL_SLOTS else "0..pos",
+        "shape": shape,
+        "bytes_by_step": [[s, step_bytes(shape, variant, batch, new_tokens, [s - 1])["total"]]
+                          for s in steps],
+    }

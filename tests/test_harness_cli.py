@@ -124,7 +124,7 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert proc.stdout.startswith("pipelined: 8 steps run (stop step 7, overshoot 1), 21 tokens, ")
     assert proc.stdout.count("\n") == 1
     record = json.loads((out / "run.json").read_text())
-    assert list(record) == ["config", "versions", "result", "timing"]
+    assert list(record) == ["config", "versions", "result", "timing", "floor"]
     assert record["config"] == {
         "variant": "pipelined", "out": str(out), "model": "tiny", "batch": 3, "new_tokens": 12,
         "dtype": "fp32", "matmul_precision": "high", "compile": "none", "stop": "fixed:7",
@@ -139,6 +139,12 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert set(record["timing"]) == {"wall_ms", "window_steps", "window_ms", "ms_per_step"}
     assert record["timing"]["window_steps"] == 3
     assert 0 < record["timing"]["window_ms"] < record["timing"]["wall_ms"]
+    # HF's StaticCache: every step reads all 12 slots (3072 bytes of K and V each; see the bench
+    # test), writes one, and 628428 bytes of activations; steps 3..5 of window 2:5.
+    weights = 4 * (50257 * 64 + 1024 * 64 + 2 * 49984 + 128)
+    floor = record["floor"]
+    assert floor["kv_slots_read"] == "all" and floor["shape"]["kv_heads"] == 2
+    assert floor["bytes_by_step"] == [[s, weights + 13 * 3072 + 628428] for s in (3, 4, 5)]
 
 
 def test_bench_writes_json_and_a_table(tmp_path):

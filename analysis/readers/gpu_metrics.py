@@ -96,3 +96,13 @@ def read_dram_peaks(con: sqlite3.Connection, tables: set, devices) -> dict:
         else:
             peaks[int(d)] = (None, "unknown: the export names no GPU with a known peak")
     return peaks
+
+
+def with_gpu_name(peaks: dict, gpu_name: str | None) -> dict:
+    """Unknown peaks filled from the GPU's name as the run recorded it (run.json versions.gpu):
+    a capture without a CUDA trace may have no TARGET_INFO_GPU to name the GPU."""
+    peak = peak_by_name(gpu_name) if gpu_name else None
+    if peak is None:
+        return peaks
+    return {d: p if p[0] else (peak, f"datasheet peak of the {gpu_name} (run.json)")
+            for d, p in peaks.items()}
