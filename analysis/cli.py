@@ -185,12 +185,20 @@ def compare(traces, fmt, step_pattern, check_pattern, device):
     """
     runs, labels, firsts, _ = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
     table = compare_mod.compare(labels, firsts, runs)
+    spread = compare_mod.between_runs(firsts, runs)
     if fmt == "json":
-        click.echo(json.dumps(report_mod.records(table), indent=1))
+        out = report_mod.records(table)
+        if spread is not None:
+            out = {"runs": out, "between_runs": report_mod.records(spread)}
+        click.echo(json.dumps(out, indent=1))
     elif fmt == "md":
         click.echo(compare_mod.to_markdown(table), nl=False)
+        if spread is not None:
+            click.echo("\n" + compare_mod.between_runs_text(spread))
     else:
         click.echo(compare_mod.to_text(table))
+        if spread is not None:
+            click.echo("\n" + compare_mod.between_runs_text(spread))
 
 
 @main.command()

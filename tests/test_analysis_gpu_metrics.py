@@ -113,6 +113,6 @@ def test_the_real_fused_metrics_capture():
     assert 50_000 <= m["sample_period_ns_median"] <= 100_000
     assert {"gr_active", "sm_active", "tensor_active", "dram_read", "dram_write"} <= set(
         m["metrics"])
-    assert m["gr_active_pct"] > 80 and 0 < m["dram_read_pct"] < 60
+    assert m["gr_active_pct"] > 50 and 0 < m["dram_read_pct"] < 60
     assert m["dram_peak_gbps"] is not None
     assert a.steps["sm_active_pct"].notna().all()

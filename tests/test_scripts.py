@@ -684,3 +684,27 @@ def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant):
     version = lib_sh(env, f'nsys_version "{record["nsys"]["path"]}"', cwd=tmp_path).stdout.strip()
     assert record["nsys"]["version"] == version
     assert record["untraced"]["variant"] == variant
+
+
+# --- hardware-view.sh ------------------------------------------------------------------------
+
+
+def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
+    run = tmp_path / "hv" / "runs" / "20261201T000000Z-graphed-b8"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({
+        "config": {"variant": "graphed", "batch": 8, "dtype": "fp32"},
+        "timing": {"ms_per_step": 1.3}, "untraced": {"ms_per_step_median": 1.2}}))
+    (run / "summary.json").write_text(json.dumps({"summary": {
+        "gpu_metrics": {"sm_active_pct": 36.5, "dram_read_pct": 12.9, "dram_read_gbps": 619,
+                        "gr_active_pct": 98.8},
+        "floor": {"floor_ns_per_step": 300000, "floor_pct_of_untraced": 25.0}}}))
+    env = make_env(tmp_path, HARDWARE_VIEW_DIR=str(tmp_path / "hv"))
+    result = run_script("hardware-view.sh", env, "results", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = (tmp_path / "hv" / "results.md").read_text().splitlines()
+    assert rows[2] == ("| graphed | 8 | fp32 | 1.200 | 1.300 | 0.300 | 25.0% | 36.5% | 12.9% | "
+                       "619 | 98.8% |")
+    assert (tmp_path / "hv" / "hardware-view.tgz").stat().st_size > 0
+    bad = run_script("hardware-view.sh", env, "everything", cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown stage 'everything'" in bad.stderr
