@@ -104,7 +104,7 @@ def draw_step_metrics(ax, a) -> None:
     for column, label, color in (("sm_active_pct", "SMs active", "#2ca02c"),
                                  ("dram_read_pct", "DRAM read", "#1f77b4"),
                                  ("dram_write_pct", "DRAM write", "#9467bd")):
-        if column in steps.columns:
+        if column in steps.columns and steps[column].notna().any():
             ax.plot(x, steps[column].to_numpy(np.float64), marker="o", markersize=3,
                     color=color, label=label)
     m = a.summary["gpu_metrics"]
