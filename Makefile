@@ -9,6 +9,8 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 VARIANT ?= pipelined
 ARGS   ?=
+# make profile RUNS=N: N captures of one configuration (compare them for the between-run spread).
+RUNS   ?= 1
 DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-compile graphed-sync graphed fused)
 
 ifdef NO_VENV
@@ -59,7 +61,10 @@ lint: $(HARNESS_DEPS)
 	$(PY) -m ruff check harness analysis tests
 
 profile: $(HARNESS_DEPS)
-	bash scripts/profile.sh $(VARIANT) $(ARGS)
+	@for i in $$(seq $(RUNS)); do \
+	  echo "gapscope: make profile: capture $$i of $(RUNS)" >&2; \
+	  bash scripts/profile.sh $(VARIANT) $(ARGS) || exit $$?; \
+	done
 
 profile-all: $(HARNESS_DEPS)
 	bash scripts/profile-all.sh $(ARGS)

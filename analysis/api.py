@@ -10,16 +10,20 @@
 The console script calls the same function, so both give the same numbers (tested).
 """
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from analysis.errors import TraceError
+from analysis.floor import floor_summary
 from analysis.readers import load_trace
+from analysis.readers.gpu_metrics import with_gpu_name
 from analysis.readers.untraced import read_untraced_steps
 from analysis.runs import Run, resolve_run
 from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
-from analysis.summary import DeviceAnalysis, Options
+from analysis.summary import DeviceAnalysis, Options, analyze_metrics
 from analysis.summary import analyze as run_analysis
 from analysis.twin import with_untraced
 
@@ -56,14 +60,28 @@ def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,
 
 
 def analyse_run(path: str | Path, step_pattern: str | None = None,
-                check_pattern: str | None = None, device: int | None = None) -> tuple:
+                check_pattern: str | None = None, device: int | None = None,
+                metrics_only_ok: bool = True) -> tuple:
     """(run, the trace's schema version, [DeviceAnalysis]): what the CLI's commands share. A run
-    directory's untraced twin (untraced_steps.json) is set beside each device's analysis."""
+    directory's untraced twin (untraced_steps.json) is set beside each device's analysis, and the
+    bandwidth floor (run.json's) in each summary. A capture of GPU metrics without a CUDA trace
+    gets the metrics-only analysis where `metrics_only_ok`, else one line."""
     run = resolve_run(str(path))
     trace = load_trace(run.trace_path)
+    gpu = (run.info.get("versions") or {}).get("gpu")
+    trace = dataclasses.replace(trace, dram_peaks=with_gpu_name(trace.dram_peaks, gpu))
     options = run_options(run, step_pattern, check_pattern, device)
-    analyses = run_analysis(trace, options)
-    if run.untraced_steps is not None:
+    if trace.ops.empty:
+        if not metrics_only_ok:
+            raise TraceError(
+                f"{run.trace_path}: GPU metrics only, no CUDA trace: `gapscope analyze` "
+                "reads it; compare and report need a capture with `--trace=cuda,nvtx`")
+        analyses = analyze_metrics(trace, options)
+    else:
+        analyses = run_analysis(trace, options)
+    for a in analyses:
+        a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))
+    if run.untraced_steps is not None and not trace.ops.empty:
         twin = read_untraced_steps(run.untraced_steps)
         analyses = [with_untraced(a, twin) for a in analyses]
     return run, trace.schema_version, analyses

@@ -128,6 +128,14 @@ def capture_flags(trace: str = "cuda,nvtx", capture_range: str = "cudaProfilerAp
                     f"--cuda-graph-trace={graph_trace}", "--force-overwrite=false"]
 
 
+def metrics_flags(device: str = "0", hz: str = "20000") -> list[str]:
+    """lib.sh's metrics_flags: NVTX and sampled GPU metrics, no CUDA trace (profile.sh
+    --metrics, doctor's metrics check)."""
+    return ["--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=nvtx",
+            "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
+            f"--gpu-metrics-devices={device}", f"--gpu-metrics-frequency={hz}"]
+
+
 def export_command(nsys: str, rep: Path, sqlite: Path) -> list[str]:
     return [nsys, "export", "--type", "sqlite", "-o", str(sqlite), str(rep)]
 

@@ -86,9 +86,12 @@ def pattern_options(f):
     return f
 
 
-def _analyse(arg: str, options: Options) -> tuple:
+def _analyse(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple:
+    """The run, its export's schema and its analyses. A capture of GPU metrics without a CUDA
+    trace gets the metrics-only analysis where `metrics_only_ok` (analyze), else one line."""
     try:
-        return analyse_run(arg, options.step_pattern, options.check_pattern, options.device)
+        return analyse_run(arg, options.step_pattern, options.check_pattern, options.device,
+                           metrics_only_ok)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
 
@@ -120,7 +123,7 @@ def analyze(trace, fmt, plot, step_pattern, check_pattern, device):
         gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
     """
     options = Options(step_pattern, check_pattern, device)
-    run, schema, analyses = _analyse(trace, options)
+    run, schema, analyses = _analyse(trace, options, metrics_only_ok=True)
     if fmt == "json":
         click.echo(report_mod.to_json(analyses))
     elif fmt == "csv":
@@ -174,12 +177,20 @@ def compare(traces, fmt, wide, step_pattern, check_pattern, device):
     """
     runs, labels, firsts, _ = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
     table = compare_mod.compare(labels, firsts, runs)
+    spread = compare_mod.between_runs(firsts, runs)
     if fmt == "json":
-        click.echo(json.dumps(report_mod.records(table), indent=1))
+        out = report_mod.records(table)
+        if spread is not None:
+            out = {"runs": out, "between_runs": report_mod.records(spread)}
+        click.echo(json.dumps(out, indent=1))
     elif fmt == "md":
         click.echo(compare_mod.to_markdown(table), nl=False)
+        if spread is not None:
+            click.echo("\n" + compare_mod.between_runs_text(spread))
     else:
         click.echo(compare_mod.to_text(table, width=None if wide else compare_mod.TEXT_WIDTH))
+        if spread is not None:
+            click.echo("\n" + compare_mod.between_runs_text(spread))
 
 
 @main.command()

@@ -215,3 +215,58 @@ def to_markdown(table: pd.DataFrame) -> str:
     rows = [[name, *values] for name, values in display_rows(table)]
     notes = [LEGEND, *(f"**{line}**" for line in order_flips(table)), SYNC_NOTE]
     return md_table(["", *table["label"]], rows) + "\n\n" + "\n\n".join(notes) + "\n"
+
+
+def _config_key(run) -> str:
+    """Runs of one configuration: run.json's config without where it was written."""
+    config = run.info.get("config")
+    if not isinstance(config, dict):
+        return f"label:{run.label}"
+    return repr(sorted((k, str(v)) for k, v in config.items() if k != "out"))
+
+
+def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
+    """Where several runs share one configuration (`make profile RUNS=N`), one row per
+    configuration with the spread *between* runs: each run's median GPU period is one
+    observation; the median of those with a 95% bootstrap CI over runs, and against the first
+    configuration the CI of the difference (runs resampled within each configuration). None
+    when no configuration has two runs: then only the steps of one run give a spread."""
+    groups = {}
+    for a, run in zip(analyses, runs, strict=True):
+        groups.setdefault(_config_key(run), []).append((a, run))
+    if max(len(g) for g in groups.values()) < 2:
+        return None
+    rng = np.random.default_rng(SEED)
+    rows, base = [], None
+    for members in groups.values():
+        medians = np.array([a.summary["period_ns_median"] for a, _ in members], dtype=np.float64)
+        boot = bootstrap_medians(medians, rng)
+        untraced = [r.untraced_ms_per_step() for _, r in members]
+        row = {"label": members[0][1].label, "runs": len(members),
+               "period_ns_median": float(np.median(medians)),
+               "period_ns_ci": tuple(np.percentile(boot, [2.5, 97.5])),
+               "untraced_ms_per_step_median": (float(np.median(untraced))
+                                               if all(u is not None for u in untraced) else None)}
+        if base is None:
+            base = boot
+            row["vs_first_ci"], row["within_noise"] = None, None
+        else:
+            lo, hi = np.percentile(boot - base, [2.5, 97.5])
+            row["vs_first_ci"], row["within_noise"] = (float(lo), float(hi)), bool(lo <= 0 <= hi)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def between_runs_text(table: pd.DataFrame) -> str:
+    lines = ["Between runs (runs of one configuration; CIs from the spread between runs, not "
+             "the steps of one run):"]
+    for _, r in table.iterrows():
+        lo, hi = r["period_ns_ci"]
+        text = (f"  {r['label']}: {r['runs']} runs, GPU period {r['period_ns_median'] / 1e6:.3f} "
+                f"ms/step [{lo / 1e6:.3f}, {hi / 1e6:.3f}]")
+        if r["vs_first_ci"] is not None:
+            d_lo, d_hi = r["vs_first_ci"]
+            verdict = "within noise" if r["within_noise"] else "beyond noise"
+            text += f", vs first [{d_lo / 1e6:+.3f}, {d_hi / 1e6:+.3f}] {verdict}"
+        lines.append(text)
+    return "\n".join(lines)

@@ -87,3 +87,16 @@ def kernel_table(
     table["bytes_per_s"] = table["bytes_per_step"] / (table["time_ns_per_step"] * 1e-9)
     table["copy_rate_fraction"] = table["bytes_per_s"] / (copy_bytes_per_s or np.nan)
     return table.reset_index()
+
+
+STEP_ROW = "whole step (floor)"
+
+
+def step_row(bytes_per_step: float, period_ns: float, copy_bytes_per_s: float | None) -> dict:
+    """The row under the classes: the step's floor bytes (harness/floor.py: weights, the KV it
+    reads and writes, activations) over its median GPU period; its copy-rate fraction is the
+    share of the bandwidth floor the step reaches."""
+    rate = bytes_per_step / (period_ns * 1e-9)
+    return {"class": STEP_ROW, "ops_per_step": np.nan, "time_ns_per_step": period_ns,
+            "share": np.nan, "bytes_per_step": bytes_per_step, "bytes_per_s": rate,
+            "copy_rate_fraction": rate / copy_bytes_per_s if copy_bytes_per_s else np.nan}

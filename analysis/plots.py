@@ -97,13 +97,44 @@ def draw_gap_histogram(ax, a) -> None:
     ax.legend(fontsize=7)
 
 
+def draw_step_metrics(ax, a) -> None:
+    """The companion of the per-step bars: SMs active and DRAM read/write, % of peak."""
+    steps = a.steps
+    x = np.arange(len(steps))
+    for column, label, color in (("sm_active_pct", "SMs active", "#2ca02c"),
+                                 ("dram_read_pct", "DRAM read", "#1f77b4"),
+                                 ("dram_write_pct", "DRAM write", "#9467bd")):
+        if column in steps.columns and steps[column].notna().any():
+            ax.plot(x, steps[column].to_numpy(np.float64), marker="o", markersize=3,
+                    color=color, label=label)
+    m = a.summary["gpu_metrics"]
+    peak = "" if m["dram_peak_gbps"] is None else f" (DRAM peak {m['dram_peak_gbps']:.0f} GB/s)"
+    ax.set_xticks(x, [str(s) for s in steps["step"]], fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("step")
+    ax.set_ylabel("% of peak (time-weighted)")
+    ax.set_title(f"per step: SMs active and DRAM bandwidth{peak}")
+    ax.legend(fontsize=7, ncol=3)
+
+
 def plot_analysis(a, label: str, path) -> None:
-    """One PNG: timeline on top, per-step bars and gap histogram below."""
-    fig = plt.figure(figsize=(13, 9), layout="constrained")
-    grid = fig.add_gridspec(2, 2)
+    """One PNG: timeline on top, per-step bars and gap histogram below, and under the bars the
+    per-step GPU metrics where the capture sampled them (alone for a metrics-only capture)."""
+    metrics = bool(a.summary.get("gpu_metrics"))
+    if not hasattr(a, "gaps"):
+        fig, ax = plt.subplots(figsize=(13, 4.5), layout="constrained")
+        draw_step_metrics(ax, a)
+        fig.suptitle(f"{label}: device {a.device}, GPU metrics only (no CUDA trace)")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return
+    fig = plt.figure(figsize=(13, 12 if metrics else 9), layout="constrained")
+    grid = fig.add_gridspec(3 if metrics else 2, 2)
     draw_timeline(fig.add_subplot(grid[0, :]), a)
     draw_step_bars(fig.add_subplot(grid[1, 0]), a)
     draw_gap_histogram(fig.add_subplot(grid[1, 1]), a)
+    if metrics:
+        draw_step_metrics(fig.add_subplot(grid[2, :]), a)
     fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}")
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.summary import CAUSES, LEDGER
+from analysis.summary import CAUSES, LEDGER, MetricsAnalysis
 
 
 def plain(value):
@@ -40,6 +40,8 @@ def records(df: pd.DataFrame) -> list:
 
 
 def analysis_dict(a) -> dict:
+    if isinstance(a, MetricsAnalysis):
+        return {"summary": plain(a.summary), "steps": records(a.steps)}
     return {
         "summary": plain(a.summary),
         "steps": records(a.steps),
@@ -121,11 +123,63 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         lines.append(f"  untraced       {ms(u['period_ns_median'])} period, "
                      f"{us(u['bubble_ns_median'])} bubble median; the profiler's share of the "
                      f"bubble: {pct(u['profiler_bubble_share'])}")
-    return "\n".join(lines)
+    return "\n".join(lines + metrics_lines(s.get("gpu_metrics")) + floor_lines(s.get("floor")))
+
+
+def floor_lines(f: dict | None) -> list:
+    """The bandwidth floor (analysis/floor.py), one or two lines; none without run.json's."""
+    if not f or f["floor_ns_per_step"] is None:
+        return []
+    parts = [f"{pct(v / 100)} {what}" for v, what in (
+        (f["floor_pct_of_period"], "of the GPU period"),
+        (f["floor_pct_of_untraced"], "of the untraced step")) if v is not None]
+    lines = [f"  floor          {ms(f['floor_ns_per_step'])}/step: {f['bytes_per_step'] / 1e6:.0f} "
+             f"MB at the {f['copy_gbps']:.0f} GB/s copy rate (KV {f['kv_slots_read']}); "
+             + ", ".join(parts)]
+    if f["dram_read_gbps"] is not None:
+        lines.append(f"                 DRAM read measured {f['dram_read_gbps']:.0f} GB/s, "
+                     f"{f['dram_read_gbps'] / f['copy_gbps']:.1%} of the copy rate")
+    return lines
+
+
+def _pct_value(v) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
+def metrics_lines(m: dict | None) -> list:
+    """GPU metrics, time-weighted over the window (two lines; none without metrics)."""
+    if not m:
+        return []
+
+    def gbps(key):
+        return "" if m[f"{key}_gbps"] is None else f" ({m[f'{key}_gbps']:.0f} GB/s)"
+
+    peak = ("GB/s unknown: no peak DRAM bandwidth for this GPU" if m["dram_peak_gbps"] is None
+            else f"of a {m['dram_peak_gbps']:.0f} GB/s peak")
+    return [
+        f"  GPU metrics    GR active {_pct_value(m['gr_active_pct'])}, SMs active "
+        f"{_pct_value(m['sm_active_pct'])}, tensor {_pct_value(m['tensor_active_pct'])} "
+        f"({m['samples']} samples in the window)",
+        f"  DRAM           read {_pct_value(m['dram_read_pct'])}{gbps('dram_read')}, write "
+        f"{_pct_value(m['dram_write_pct'])}{gbps('dram_write')} {peak}",
+    ]
+
+
+def metrics_text_summary(label: str, s: dict, schema: str) -> str:
+    lines = [
+        f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
+        "  GPU metrics only: no CUDA trace, so no gap analysis; steps are their NVTX ranges",
+        f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
+        f"{ms(s['window_ns'])} window",
+    ]
+    return "\n".join(lines + metrics_lines(s["gpu_metrics"]) + floor_lines(s.get("floor")))
 
 
 def to_text(label: str, analyses: list, schema: str) -> str:
-    return "\n\n".join(text_summary(label, a.summary, schema) for a in analyses)
+    return "\n\n".join(
+        (metrics_text_summary if isinstance(a, MetricsAnalysis) else text_summary)(
+            label, a.summary, schema)
+        for a in analyses)
 
 
 SUMMARY_ROWS = (
@@ -177,22 +231,67 @@ STEP_COLUMNS = ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "o
 TWIN_STEP_COLUMNS = ("untraced_period_ns", "untraced_bubble_ns")
 
 
+METRIC_STEP_COLUMNS = ("gr_active_pct", "sm_active_pct", "tensor_active_pct", "dram_read_pct",
+                       "dram_write_pct", "dram_read_gbps")
+
+
+def _step_cell(column: str, value) -> str:
+    if value is None:
+        return ""
+    if column.endswith("_ns"):
+        return f"{value / 1e3:.1f}"
+    if column.endswith(("_pct", "_gbps")):
+        return f"{value:.1f}" if column.endswith("_pct") else f"{value:.0f}"
+    return value
+
+
 def md_steps(a) -> str:
-    columns = [*STEP_COLUMNS, *(c for c in TWIN_STEP_COLUMNS if c in a.steps)]
-    header = [c.replace("_ns", " (µs)") for c in columns]
-    rows = [
-        [("" if v is None else (f"{v / 1e3:.1f}" if c.endswith("_ns") else v))
-         for c, v in ((c, plain(r[c])) for c in columns)]
-        for _, r in a.steps.iterrows()
-    ]
+    base = STEP_COLUMNS if not isinstance(a, MetricsAnalysis) else ("step", "cpu_ns")
+    columns = base + tuple(c for c in (*TWIN_STEP_COLUMNS, *METRIC_STEP_COLUMNS)
+                           if c in a.steps.columns)
+    header = [c.replace("_ns", " (µs)").replace("_pct", " %").replace("_gbps", " GB/s")
+              for c in columns]
+    rows = [[_step_cell(c, plain(r[c])) for c in columns] for _, r in a.steps.iterrows()]
     return md_table(header, rows)
+
+
+def md_metrics(a) -> str:
+    m = a.summary.get("gpu_metrics")
+    if not m:
+        return ""
+    rows = [(k.replace("_pct", " %").replace("_gbps", " GB/s"),
+             "n/a" if m[k] is None else f"{m[k]:.1f}")
+            for k in (*(f"{key}_pct" for key in ("gr_active", "sm_active", "tensor_active",
+                                                  "dram_read", "dram_write")),
+                      "dram_read_gbps", "dram_write_gbps", "dram_peak_gbps")]
+    rows += [("peak from", m["dram_peak_source"]), ("samples", m["samples"]),
+             ("averaged over", f"each step's {m['interval']}")]
+    return md_table([f"GPU metrics, device {a.device}", "value"], rows)
+
+
+def md_floor(a) -> str:
+    f = a.summary.get("floor")
+    if not f or f["floor_ns_per_step"] is None:
+        return ""
+    rows = [("floor per step", ms(f["floor_ns_per_step"])),
+            ("bytes per step", f"{f['bytes_per_step'] / 1e6:.1f} MB (KV {f['kv_slots_read']})"),
+            ("copy rate", f"{f['copy_gbps']:.0f} GB/s"),
+            ("% of floor (GPU period)", _pct_value(f["floor_pct_of_period"])),
+            ("% of floor (untraced step)", _pct_value(f["floor_pct_of_untraced"])),
+            ("DRAM read measured", "n/a" if f["dram_read_gbps"] is None
+             else f"{f['dram_read_gbps']:.0f} GB/s")]
+    return md_table([f"bandwidth floor, device {a.device}", "value"], rows)
 
 
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
-        parts.append(md_summary(a))
-        if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
-            parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
-        parts += [SYNC_NOTE, md_steps(a)]
-    return "\n\n".join(parts) + "\n"
+        if isinstance(a, MetricsAnalysis):
+            parts += ["GPU metrics only (no CUDA trace): no gap analysis.", md_metrics(a),
+                      md_floor(a), md_steps(a)]
+        else:
+            parts.append(md_summary(a))
+            if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
+                parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
+            parts += [SYNC_NOTE, md_metrics(a), md_floor(a), md_steps(a)]
+    return "\n\n".join(p for p in parts if p) + "\n"

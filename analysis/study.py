@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from analysis import observer  # noqa: E402
 from analysis.cli import Command, GapscopeError  # noqa: E402
 from analysis.errors import TraceError  # noqa: E402
-from analysis.kernels import kernel_table, op_names  # noqa: E402
+from analysis.kernels import kernel_table, op_names, step_row  # noqa: E402
 from analysis.plots import plot_analysis, plot_bubbles  # noqa: E402
 from analysis.readers.nsys import load_trace, read_full_names  # noqa: E402
 from analysis.readers.untraced import read_untraced_steps  # noqa: E402
@@ -273,12 +273,17 @@ def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
         copy_rate,
         read_full_names(run.trace_path),
     )
+    floor_bytes = (run.info.get("floor") or {}).get("bytes_by_step")
+    if floor_bytes:
+        mean_bytes = sum(b for _, b in floor_bytes) / len(floor_bytes)
+        row = step_row(mean_bytes, a.summary["period_ns_median"], copy_rate)
+        table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
     return pd.DataFrame(
         {
             "class": table["class"],
-            "ops/step": table["ops_per_step"].map("{:.0f}".format),
+            "ops/step": table["ops_per_step"].map(lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
             "µs/step": (table["time_ns_per_step"] / 1e3).map("{:.1f}".format),
-            "share": (table["share"] * 100).map("{:.1f}%".format),
+            "share": (table["share"] * 100).map(lambda x: "–" if pd.isna(x) else f"{x:.1f}%"),
             "MB/step (least)": (table["bytes_per_step"] / 1e6).map(
                 lambda x: "–" if pd.isna(x) else f"{x:.0f}"
             ),

@@ -7,6 +7,7 @@ import pandas as pd
 
 from analysis.errors import TraceError
 from analysis.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
+from analysis.gpu_metrics import add_step_metrics
 from analysis.intervals import Coverage
 from analysis.steps import (
     DEFAULT_CHECK_PATTERN,
@@ -96,6 +97,9 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
                         cover, ops)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
+    summary["gpu_metrics"] = add_step_metrics(
+        table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
+        _peak(trace, device), "gpu span")
     return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops)
 
 
@@ -183,3 +187,57 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
         "ops_without_launch_call": int((ops["call_start"] < 0).sum()),
         "streams": int(ops["stream"].nunique()),
     }
+
+
+def _peak(trace: Trace, device: int) -> tuple:
+    return trace.dram_peaks.get(device, (None, "unknown: no peak DRAM bandwidth for the device"))
+
+
+@dataclass(frozen=True)
+class MetricsAnalysis:
+    """A capture of GPU metrics without a CUDA trace: per-step metrics over the NVTX ranges,
+    no ops, so no gaps, streams or stop-check cover."""
+
+    device: int
+    summary: dict
+    steps: pd.DataFrame
+
+
+def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
+    """One MetricsAnalysis per device that sampled metrics (or the one asked for). A step is its
+    NVTX range on the host clock: nsys samples on the same clock, and without a CUDA trace the
+    GPU span of a step is unknown, so the metrics of a step include its launch latency."""
+    steps = find_steps(trace.ranges, options.step_pattern)
+    devices = sorted(int(d) for d in trace.gpu_metrics["device"].unique())
+    if options.device is not None:
+        if options.device not in devices:
+            raise TraceError(f"--device {options.device}: GPU metrics were sampled on {devices}")
+        devices = [options.device]
+    out = []
+    for device in devices:
+        table = pd.DataFrame({
+            "step": steps["index"].to_numpy(),
+            "name": steps["name"].to_numpy(),
+            "cpu_start": steps["start"].to_numpy(),
+            "cpu_end": steps["end"].to_numpy(),
+            "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
+        })
+        window = (int(table["cpu_start"].min()), int(table["cpu_end"].max()))
+        metrics = add_step_metrics(table, trace.gpu_metrics, device, "cpu_start", "cpu_end",
+                                   window, _peak(trace, device), "nvtx range")
+        if metrics is None:
+            raise TraceError(
+                f"{trace.path}: device {device} sampled none of the GPU metrics gapscope reads "
+                "(GR Active, SMs Active, DRAM Read Bandwidth ...): profile with "
+                "`--gpu-metrics-devices=N` and the default metric set"
+            )
+        summary = {
+            "device": device,
+            "cuda_trace": False,
+            "steps": len(table),
+            "window_ns": window[1] - window[0],
+            "step_cpu_ns_median": median(table["cpu_ns"]),
+            "gpu_metrics": metrics,
+        }
+        out.append(MetricsAnalysis(device, summary, table))
+    return out

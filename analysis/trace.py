@@ -72,7 +72,8 @@ class Trace:
     it ("nsys", "kineto"). `gpu_metrics`: sampled GPU metrics (timestamp, device, metric, value),
     empty when the capture sampled none. `graph_launches`: the graph launch calls
     (GRAPH_LAUNCH_CALLS), start, end, tid, corr: an op one of them launched that is not a GRAPH
-    op is a graph node recorded on its own (empty where the reader cannot tell)."""
+    op is a graph node recorded on its own (empty where the reader cannot tell). `dram_peaks`:
+    device -> (peak DRAM bytes/s or None, its source), for the devices that have metrics."""
 
     path: Path
     schema_version: str
@@ -83,3 +84,4 @@ class Trace:
     source: str = "nsys"
     gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
     graph_launches: pd.DataFrame = field(default_factory=empty_calls)
+    dram_peaks: dict = field(default_factory=dict)

@@ -69,6 +69,8 @@ def build_parser() -> Parser:
                             "FILE holds {variant}")
     bench.add_argument("--timeline-repeats", type=int, default=3,
                        help="runs with events for --timeline (3)")
+    bench.add_argument("--processes", type=int, default=1,
+                       help="run each variant in N processes, interleaved: CIs between processes")
     add_run_options(bench)
     sub.add_parser("variants", help="list the variants, one line each")
     return parser
@@ -81,6 +83,20 @@ def to_config(args: argparse.Namespace, variant: str) -> RunConfig:
         compile=args.compile, stop=args.stop, stop_seed=args.stop_seed, k=args.k,
         branches=args.branches, window=args.window, seed=args.seed, device=args.device,
         gpu_sleep_cycles=args.gpu_sleep_cycles)
+
+
+RUN_OPTIONS = ("model", "batch", "new_tokens", "dtype", "matmul_precision", "compile", "stop",
+               "stop_seed", "k", "branches", "window", "seed", "device", "gpu_sleep_cycles")
+
+
+def run_options(args: argparse.Namespace) -> list:
+    """The run options as given, for a child `python -m harness bench`."""
+    out = []
+    for name in RUN_OPTIONS:
+        value = getattr(args, name)
+        if value is not None:
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,13 +128,24 @@ def cmd_bench(args) -> int:
     timeline_paths = _timeline_paths(args.timeline, variants)
     if args.timeline is not None and args.timeline_repeats < 1:
         raise ConfigError(f"--timeline-repeats must be >= 1, got {args.timeline_repeats}")
-    from harness.bench import bench, table
+    if args.processes < 1:
+        raise ConfigError(f"--processes must be >= 1, got {args.processes}")
+    if args.processes > 1:
+        if timeline_paths:
+            raise ConfigError("--timeline times one process: leave out --processes or --timeline")
+        from harness.processes import run_processes
+        from harness.processes import table as processes_table
 
-    report = bench(to_config(args, variants[0]), variants, args.repeats,
-                   args.timeline_repeats if timeline_paths else 0)
-    print(table(report))
-    for variant, timeline in report.pop("timelines", {}).items():
-        _write_json(timeline_paths[variant], timeline, "--timeline")
+        report = run_processes(variants, args.processes, args.repeats, run_options(args))
+        print(processes_table(report))
+    else:
+        from harness.bench import bench, table
+
+        report = bench(to_config(args, variants[0]), variants, args.repeats,
+                       args.timeline_repeats if timeline_paths else 0)
+        print(table(report))
+        for variant, timeline in report.pop("timelines", {}).items():
+            _write_json(timeline_paths[variant], timeline, "--timeline")
     if args.json is not None:
         _write_json(args.json, report, "--json")
     return 0

@@ -6,6 +6,7 @@ tests), so doctor works pip-installed, without the scripts/ folder, from any dir
 """
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from analysis.capture import NsysError, capture_flags, find_nsys, require_version
+from analysis.capture import NsysError, capture_flags, find_nsys, metrics_flags, require_version
 
 MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
 WARN_FREE_BYTES = 5 << 30
@@ -34,6 +35,16 @@ torch.cuda.synchronize()
 torch.cuda.profiler.stop()
 """
 KERNEL_COUNT_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+METRICS_COUNT_SQL = "SELECT count(*) FROM GPU_METRICS"
+METRICS_PROBE_HZ = "10000"
+# What nsys and the driver say when the GPU's performance counters are for admin users only.
+DENIED = re.compile(r"privilege|ERR_NVGPUCTRPERM|RestrictProfilingToAdminUsers|permission", re.I)
+METRICS_DEVICE = re.compile(r"^\s*(\d+):\s*(.+?)\s*$")
+PERMISSION_FIX = (
+    "let every user read the GPU counters: `options nvidia NVreg_RestrictProfilingToAdminUsers=0` "
+    "in /etc/modprobe.d/, then reload the driver or reboot (or profile as root); "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
 
 
 def check(status: str, name: str, detail: str, fix: str = "", **found) -> dict:
@@ -184,6 +195,57 @@ def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
     )
 
 
+def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
+    """Can `profile.sh --metrics` sample GPU metrics? A WARN, never a FAIL: the CUDA capture
+    does not need them."""
+    if nsys is None:
+        return check("WARN", "metrics", "not tried: it needs nsys", "fix the nsys line above")
+    listed = subprocess.run([nsys, "profile", "--gpu-metrics-devices=help"], capture_output=True,
+                            text=True, timeout=60)
+    said = (listed.stdout + listed.stderr).strip()
+    if DENIED.search(said):
+        return check("WARN", "metrics", "nsys may not read the GPU's performance counters "
+                     "(insufficient privilege)", PERMISSION_FIX)
+    devices = [m.group(1) for line in said.splitlines() if (m := METRICS_DEVICE.match(line))]
+    if not devices:
+        last = [line.strip() for line in said.splitlines()[-1:]] or ["no output"]
+        return check("WARN", "metrics", f"nsys lists no GPU that can sample metrics: {last[0]}",
+                     "GPU metrics need a Turing or newer GPU and a recent driver; see "
+                     "`nsys profile --gpu-metrics-devices=help`")
+    if not (capture and gpu_ok):
+        return check("OK", "metrics", f"nsys can sample GPU metrics on GPU {', '.join(devices)}")
+    return _metrics_capture(nsys)
+
+
+def _metrics_capture(nsys: str) -> dict:
+    """A second of the probe under `profile.sh --metrics`' flags: were samples written?"""
+    flags = metrics_flags("0", METRICS_PROBE_HZ)
+    with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
+        out = Path(tmp) / "metrics"
+        ran = subprocess.run([nsys, "profile", *flags, "-o", str(out), sys.executable, "-c",
+                              PROBE], capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        said = (ran.stdout + ran.stderr).strip()
+        rep, db = out.with_suffix(".nsys-rep"), out.with_suffix(".sqlite")
+        if rep.exists():
+            subprocess.run([nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
+                           capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        samples = 0
+        if db.exists():
+            with sqlite3.connect(db) as con:
+                try:
+                    samples = con.execute(METRICS_COUNT_SQL).fetchone()[0]
+                except sqlite3.OperationalError:
+                    samples = 0
+    if samples:
+        return check("OK", "metrics", f"sampled {samples} GPU metric values on GPU 0 in a probe")
+    if DENIED.search(said):
+        return check("WARN", "metrics", "the probe sampled no GPU metrics: insufficient "
+                     "privilege", PERMISSION_FIX)
+    last = said.splitlines()[-1:] or ["no output"]
+    return check("WARN", "metrics", f"the probe sampled no GPU metrics: {last[0]}",
+                 f"{PERMISSION_FIX}; or another profiler holds the counters")
+
+
 def check_perf() -> dict:
     path = Path("/proc/sys/kernel/perf_event_paranoid")
     if not path.exists():
@@ -231,6 +293,7 @@ def run_checks(traces: Path, capture: bool) -> list[dict]:
     gpu_ok = gpu["status"] == "OK" and torch_["status"] == "OK"
     if capture:
         checks.append(safely(check_capture, nsys.get("path"), gpu_ok))
+    checks.append(safely(check_metrics, nsys.get("path"), gpu_ok, capture))
     return [*checks, safely(check_perf), safely(check_disk, traces)]
 
 
@@ -255,7 +318,8 @@ def format_check(c: dict) -> str:
 )
 def doctor(traces_dir: Path, capture: bool) -> None:
     """Check that this machine can run `make profile`: GPU and driver, torch with CUDA, nsys and
-    its capture -> import -> SQLite export chain, perf_event_paranoid, free disk.
+    its capture -> import -> SQLite export chain, GPU metrics sampling (`profile.sh --metrics`),
+    perf_event_paranoid, free disk.
 
     One line per check: OK, WARN or FAIL, the detail, and for a FAIL the fix. Exits 1 when a
     check that `make profile` needs fails (WARN lines do not count).

@@ -12,8 +12,9 @@ import transformers
 
 from harness.config import ConfigError, RunConfig, profile_window, validate
 from harness.decode import new_state
+from harness.floor import model_shape, window_bytes
 from harness.instrument import ProfilerWindow, no_window
-from harness.model import build_model
+from harness.model import build_model, weight_bytes
 from harness.stops import expected_stop_step, stop_steps
 from harness.variants import VARIANTS, expandable_share, set_expandable_segments
 
@@ -59,11 +60,14 @@ def run(cfg: RunConfig) -> dict:
     result = decode(window)
     sync(cfg)
     wall_ns = time.perf_counter_ns() - t0
+    shape = model_shape(model.config, next(model.parameters()).element_size(),
+                        weight_bytes(model))
     record = {
         "config": cfg.to_json(),
         "versions": versions(),
         "result": summarise(result, cfg),
         "timing": timing(wall_ns, window, result["steps_run"]),
+        "floor": window_bytes(shape, cfg.variant, cfg.batch, cfg.new_tokens, start, stop),
     }
     (out / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -114,6 +114,13 @@ capture_flags() {  # TRACE [GRAPH_TRACE]: the nsys profile flags every capture u
     --sample=none --cpuctxsw=none "--cuda-graph-trace=${2:-node}" --force-overwrite=false
 }
 
+metrics_flags() {  # DEVICE HZ: the flags of a GPU-metrics capture: NVTX and sampled metrics, no CUDA trace
+  # The sampler reads the GPU's counters on its own clock: no CUPTI callbacks, no per-launch cost.
+  printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop --trace=nvtx \
+    --sample=none --cpuctxsw=none --force-overwrite=false "--gpu-metrics-devices=$1" \
+    "--gpu-metrics-frequency=$2"
+}
+
 json_merge() {  # FILE KEY JSON: sets FILE's top-level KEY to the JSON value, in place
   "$PY" - "$@" <<'PY'
 import json, os, sys
@@ -141,7 +148,7 @@ if not entries:
 print(json.dumps(entries[0]))' "$@"
 }
 
-capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels or graph executions>" in an export
+capture_contents() {  # SQLITE: prints "<Step ranges> <CUDA kernels or graph executions> <GPU metric samples>"
   "$PY" - "$1" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
@@ -155,7 +162,10 @@ steps = db.execute(STEPS_SQL).fetchone()[0] if {"NVTX_EVENTS", "StringIds"} <= t
 kernels = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
               if t in tables)
-print(steps, kernels)
+samples = 0
+if "GPU_METRICS" in tables:
+    samples = db.execute("SELECT count(*) FROM GPU_METRICS").fetchone()[0]
+print(steps, kernels, samples)
 PY
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# profile.sh VARIANT [--osrt] [harness run options]: one Nsight Systems capture of one decode variant.
+# profile.sh VARIANT [--osrt] [--metrics[=HZ]] [harness run options]: one Nsight Systems capture of
+# one decode variant.
 #
 # What it captures: CUDA API calls, GPU kernels/copies and the harness' NVTX ranges (`Step N`
 # holding `Model Forward` and `Check Stop Condition`) for the steps of the harness' profiler window
@@ -31,6 +32,11 @@
 #   --trace=cuda,nvtx                --osrt or GAPSCOPE_OSRT=1 adds osrt (OS runtime calls: the
 #                                    futex and poll waits behind a blocking sync)
 #
+# --metrics[=HZ] makes the cheap observer instead: --trace=nvtx (no CUDA trace, so no per-launch
+# cost) with GPU metrics sampled on GPU $GAPSCOPE_METRICS_DEVICE (0) at HZ (GAPSCOPE_METRICS_HZ,
+# 20000) samples a second; the run directory is named <time>-<variant>-metrics and the analysis is
+# per-step GR/SM/tensor activity and DRAM bandwidth over the NVTX steps (no gaps without CUDA).
+#
 # Exit status: 0 done; 2 bad usage; the run's own status when the harness fails under nsys; 1 for
 # the other failures. Each failure is one line on stderr naming the cause and the option to change.
 set -euo pipefail
@@ -40,13 +46,14 @@ source "$here/lib.sh"
 # `-m harness` resolves to this checkout from any working directory.
 export PYTHONPATH="${here%/scripts}${PYTHONPATH:+:$PYTHONPATH}"
 
-usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [harness run options, e.g. --batch 1 --window 30:50]"
+usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [harness run options, e.g. --batch 1 --window 30:50]"
 { [ $# -ge 1 ] && [[ $1 != -* ]]; } || die 2 "$usage"
 variant=$1
 shift
 trace=cuda,nvtx
 [ "${GAPSCOPE_OSRT:-0}" = 1 ] && trace=cuda,nvtx,osrt
 opts=()
+metrics_hz=""
 window=30:50
 # The graph-replayed variants are captured graph by graph unless asked: node-level tracing
 # cost them 8-33% on the H200, graph-level 0.5-3% (graphed-sync: 7-14%); docs/PROFILING.md.
@@ -62,6 +69,8 @@ while [ $# -gt 0 ]; do
     --osrt) trace=cuda,nvtx,osrt ;;
     --cuda-graph-trace) graph_trace=${1:-}; shift || true ;;
     --cuda-graph-trace=*) graph_trace=${arg#--cuda-graph-trace=} ;;
+    --metrics) metrics_hz=${GAPSCOPE_METRICS_HZ:-20000} ;;
+    --metrics=*) metrics_hz=${arg#--metrics=} ;;
     --variant | --variant=* | --variants | --variants=* | --out | --out=*)
       die 2 "profile.sh sets $arg itself: $usage" ;;
     *) opts+=("$arg") ;;
@@ -74,6 +83,9 @@ case $graph_trace in
   node | graph) ;;
   *) die 2 "--cuda-graph-trace must be node or graph, got '$graph_trace': $usage" ;;
 esac
+
+[ -z "$metrics_hz" ] || [[ $metrics_hz =~ ^[1-9][0-9]*$ ]] ||
+  die 2 "--metrics=HZ needs a whole number of samples a second, got '$metrics_hz': $usage"
 
 # A wrong name is a usage error, found before anything else is looked for (nsys, a GPU).
 # hf-generate runs its loop inside model.generate: no `Step N` ranges to capture step by step.
@@ -90,7 +102,9 @@ require_nsys_version "$nsys"
 nsys_ver=$(nsys_version "$nsys")
 require_gpu "${opts[@]}"
 
-run=$(new_run_dir "${TRACES_DIR:-traces}" "$(utc_stamp)-${RUN_NAME:-$variant}")
+name=${RUN_NAME:-$variant}
+[ -z "$metrics_hz" ] || name=${RUN_NAME:-$variant-metrics}
+run=$(new_run_dir "${TRACES_DIR:-traces}" "$(utc_stamp)-$name")
 # profile-all.sh learns each run directory through this file.
 [ -z "${GAPSCOPE_RUN_DIR_FILE:-}" ] || printf '%s\n' "$run" >"$GAPSCOPE_RUN_DIR_FILE"
 note "run directory: $run"
@@ -103,7 +117,11 @@ if [ "$repeats" != 0 ]; then
   [ "$rc" = 0 ] || die "$rc" "the untraced timing run failed (exit $rc, its message is above); nothing was captured"
 fi
 
-mapfile -t flags < <(capture_flags "$trace" "$graph_trace")
+if [ -n "$metrics_hz" ]; then
+  mapfile -t flags < <(metrics_flags "${GAPSCOPE_METRICS_DEVICE:-0}" "$metrics_hz")
+else
+  mapfile -t flags < <(capture_flags "$trace" "$graph_trace")
+fi
 cmd=("$nsys" profile "${flags[@]}" -o "$run/capture"
   "$PY" -m harness run --variant "$variant" --out "$run" "${opts[@]}")
 note "capturing: ${cmd[*]}"
@@ -128,8 +146,13 @@ rc=0
   die 1 "nsys $nsys_ver could not export $rep to SQLite (exit $rc): $(last_message "$run/nsys.log"). The .nsys-rep is kept: export it with the nsys that captured it, \`scripts/export.sh $rep\`"
 
 contents=$(capture_contents "$sqlite") || die 1 "cannot read $sqlite as an nsys SQLite export"
-read -r steps kernels <<<"$contents"
-if [ "$steps" = 0 ] && [ "$kernels" = 0 ]; then
+read -r steps kernels samples <<<"$contents"
+if [ -n "$metrics_hz" ]; then
+  [ "$steps" != 0 ] ||
+    die 1 "the metrics capture holds no \`Step N\` NVTX ranges: --window $window lies outside the run's steps (${steps_run:-unknown}) or NVTX was not recorded"
+  [ "$samples" != 0 ] ||
+    die 1 "the metrics capture holds no GPU metric samples: nsys could not sample GPU ${GAPSCOPE_METRICS_DEVICE:-0} (\`make doctor\` checks it; the driver may restrict profiling to admin users: NVreg_RestrictProfilingToAdminUsers=0)"
+elif [ "$steps" = 0 ] && [ "$kernels" = 0 ]; then
   die 1 "the capture holds no steps and no CUDA kernels: --window $window lies outside the steps the run made (${steps_run:-unknown}): choose a --window inside the run or raise --new-tokens"
 elif [ "$steps" = 0 ]; then
   die 1 "the capture holds $kernels CUDA kernels but no \`Step N\` NVTX ranges: NVTX was not recorded: check that \`$PY -c 'import nvtx'\` works and that --trace has nvtx"
@@ -145,12 +168,24 @@ json_merge "$run/run.json" nsys "$(nsys_json "$nsys_ver" "$nsys" "${cmd[@]}")"
 untraced=null
 [ ! -f "$run/untraced.json" ] || untraced=$(bench_entry "$run/untraced.json" "$variant")
 json_merge "$run/run.json" untraced "$untraced"
+[ -z "$metrics_hz" ] || json_merge "$run/run.json" gpu_metrics \
+  "{\"device\": ${GAPSCOPE_METRICS_DEVICE:-0}, \"frequency_hz\": $metrics_hz, \"samples\": $samples}"
 
 if why=$(analysis_missing); then
   note "no report: analysis.cli is not importable ($why); the capture is in $run"
+elif [ -n "$metrics_hz" ]; then
+  # Without a CUDA trace there is no gap report: the per-step metrics, as JSON and a plot.
+  "$PY" -m analysis.cli analyze "$run" --format json >"$run/summary.json" ||
+    die 1 "the analysis failed on $run (its message is above)"
+  "$PY" -m analysis.cli analyze "$run" --plot "$run/metrics.png" ||
+    die 1 "the analysis failed on $run (its message is above)"
 else
   "$PY" -m analysis.cli report "$run" -o "$run" || die 1 "the analysis report failed on $run (its message is above)"
   "$PY" -m analysis.cli analyze "$run" || die 1 "the analysis failed on $run (its message is above)"
 fi
 
-note "done: $run ($steps steps, $kernels kernels captured; $(timing_summary "$run/run.json"))"
+if [ -n "$metrics_hz" ]; then
+  note "done: $run ($steps steps, $samples GPU metric samples at $metrics_hz Hz; $(timing_summary "$run/run.json"))"
+else
+  note "done: $run ($steps steps, $kernels kernels captured; $(timing_summary "$run/run.json"))"
+fi

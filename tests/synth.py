@@ -50,7 +50,15 @@ SCHEMA = {
                                        "greenContextId INTEGER, streamId INTEGER NOT NULL, "
                                        "correlationId INTEGER, globalPid INTEGER, "
                                        "graphId INTEGER, graphExecId INTEGER",
+    "GPU_METRICS": "timestamp INTEGER, typeId INTEGER NOT NULL, metricId INTEGER NOT NULL, "
+                   "value INTEGER NOT NULL",
+    "TARGET_INFO_GPU_METRICS": "typeId INTEGER NOT NULL, sourceId INTEGER NOT NULL, "
+                               "typeName TEXT NOT NULL, metricId INTEGER NOT NULL, "
+                               "metricName TEXT NOT NULL",
+    "TARGET_INFO_GPU": "id INTEGER NOT NULL, name TEXT, memoryBandwidth INTEGER",
 }
+# A metric-set typeId as nsys writes them: the GPU in the low byte, the set and chip above it.
+METRIC_TYPE_ID = 0x10A00
 OP_TABLE = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
             "memset": "CUPTI_ACTIVITY_KIND_MEMSET", "graph": "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"}
 GRAPH_LAUNCH = "cudaGraphLaunch_v10000"
@@ -66,6 +74,9 @@ class Synth:
     calls: list = field(default_factory=list)
     ops: dict = field(default_factory=lambda: {k: [] for k in OP_TABLE})
     next_corr: int = 1
+    metrics: list = field(default_factory=list)
+    metric_names: dict = field(default_factory=dict)
+    gpus: list = field(default_factory=list)
 
     def string(self, value: str) -> int:
         return self.strings.setdefault(value, len(self.strings) + 1)
@@ -102,6 +113,12 @@ class Synth:
         self.op(corr, op_start, op_end, pid=pid, **op)
         return corr
 
+    def sample(self, timestamp: int, metric: str, value: int, device: int = 0) -> None:
+        """One GPU-metrics sample: `value` of `metric` over the interval ending at `timestamp`."""
+        type_id = METRIC_TYPE_ID | device
+        metric_id = self.metric_names.setdefault((type_id, metric), len(self.metric_names))
+        self.metrics.append((timestamp, type_id, metric_id, value))
+
     def write(self, path: Path, drop: tuple = (), keep_empty: tuple = ()) -> Path:
         con = sqlite3.connect(path)
         rows = {
@@ -110,6 +127,12 @@ class Synth:
             "NVTX_EVENTS": self.nvtx,
             "CUPTI_ACTIVITY_KIND_RUNTIME": self.calls,
         }
+        if self.metrics:
+            rows["GPU_METRICS"] = self.metrics
+            rows["TARGET_INFO_GPU_METRICS"] = [
+                (t, 0, "GH100", m, name) for (t, name), m in self.metric_names.items()]
+        if self.gpus:
+            rows["TARGET_INFO_GPU"] = self.gpus
         rows.update({OP_TABLE[k]: v for k, v in self.ops.items()
                      if v or OP_TABLE[k] in keep_empty})
         for table, values in rows.items():
@@ -144,4 +167,31 @@ def causes_trace() -> Synth:
     t.launch(100, 102, 110, 120, name="k4")
     t.op(999, 125, 128, name="k5")  # no launch call recorded
     t.launch(130, 132, 140, 150, name="k6")
+    return t
+
+
+SM = "SMs Active [Throughput %]"
+READ = "DRAM Read Bandwidth [Throughput %]"
+WRITE = "DRAM Write Bandwidth [Throughput %]"
+GR = "GR Active [Throughput %]"
+
+
+def metrics_only_trace() -> Synth:
+    """Two NVTX steps, GPU metrics, no CUDA tables (write it with the API table dropped):
+
+    time       0        50       100      150      200      250      300
+    steps               [Step 1 ...........][Step 2 ..........................]
+    SMs active  (99)      10 over (0,100]    50 over (100,200]  90 over (200,300]
+    DRAM read 20% throughout, write 2, 4, 6; GR active 100, 100, 80; on an H200 (4.8 TB/s)
+    """
+    t = Synth()
+    t.range("Step 1", 50, 150)
+    t.range("Step 2", 150, 300)
+    for ts, sm, read, write, gr in ((0, 99, 99, 99, 99), (100, 10, 20, 2, 100),
+                                    (200, 50, 20, 4, 100), (300, 90, 20, 6, 80)):
+        t.sample(ts, SM, sm)
+        t.sample(ts, READ, read)
+        t.sample(ts, WRITE, write)
+        t.sample(ts, GR, gr)
+    t.gpus.append((0, "NVIDIA H200", None))
     return t

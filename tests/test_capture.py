@@ -8,6 +8,11 @@ from test_scripts import fake_nsys_at, lib_sh, make_env, path_without_nsys
 from analysis import capture
 
 
+def test_metrics_flags_are_lib_sh_metrics_flags(tmp_path):
+    shell = lib_sh(make_env(tmp_path), "metrics_flags 1 10000", cwd=tmp_path)
+    assert capture.metrics_flags("1", "10000") == shell.stdout.split()
+
+
 def test_default_flags_are_lib_sh_capture_flags(tmp_path):
     for trace in ("cuda,nvtx", "cuda,nvtx,osrt"):
         shell = lib_sh(make_env(tmp_path), f"capture_flags {trace}", cwd=tmp_path)

@@ -124,7 +124,7 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert proc.stdout.startswith("pipelined: 8 steps run (stop step 7, overshoot 1), 21 tokens, ")
     assert proc.stdout.count("\n") == 1
     record = json.loads((out / "run.json").read_text())
-    assert list(record) == ["config", "versions", "result", "timing"]
+    assert list(record) == ["config", "versions", "result", "timing", "floor"]
     assert record["config"] == {
         "variant": "pipelined", "out": str(out), "model": "tiny", "batch": 3, "new_tokens": 12,
         "dtype": "fp32", "matmul_precision": "high", "compile": "none", "stop": "fixed:7",
@@ -139,6 +139,12 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert set(record["timing"]) == {"wall_ms", "window_steps", "window_ms", "ms_per_step"}
     assert record["timing"]["window_steps"] == 3
     assert 0 < record["timing"]["window_ms"] < record["timing"]["wall_ms"]
+    # HF's StaticCache: every step reads all 12 slots (3072 bytes of K and V each; see the bench
+    # test), writes one, and 628428 bytes of activations; steps 3..5 of window 2:5.
+    weights = 4 * (50257 * 64 + 1024 * 64 + 2 * 49984 + 128)
+    floor = record["floor"]
+    assert floor["kv_slots_read"] == "all" and floor["shape"]["kv_heads"] == 2
+    assert floor["bytes_by_step"] == [[s, weights + 13 * 3072 + 628428] for s in (3, 4, 5)]
 
 
 def test_bench_writes_json_and_a_table(tmp_path):
@@ -147,7 +153,8 @@ def test_bench_writes_json_and_a_table(tmp_path):
                    "--stop", "fixed:6", "--json", str(path), *TINY)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].split()[:3] == ["variant", "steps", "ms/run"]
+    assert lines[0].split()[:3] == ["variant", "steps", "ms/step"]
+    assert max(len(line) for line in lines) <= 100
     assert [line.split()[:2] for line in lines[2:4]] == [["kv", "6"], ["check-every-k", "8"]]
     report = json.loads(path.read_text())
     assert list(report) == ["config", "versions", "copy_bytes_per_s", "results"]
@@ -159,7 +166,7 @@ def test_bench_writes_json_and_a_table(tmp_path):
         "variant", "steps", "ms_per_run_median", "ms_per_run_p10", "ms_per_run_p90",
         "ms_per_step_median", "ms_per_step_p10", "ms_per_step_p90", "tokens_per_s",
         "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation", "weight_bytes",
-        "weight_floor_ms_per_step", "weight_floor_pct", "expandable_segment_share"}
+        "weight_floor_ms_per_step", "weight_floor_pct", "floor", "expandable_segment_share"}
     assert (kv["variant"], kv["steps"], every4["steps"]) == ("kv", 6, 8)
     assert kv["peak_allocated_bytes"] is None and kv["fragmentation"] is None
     # tiny: wte 50257x64 + wpe 1024x64 + 2 blocks of 49,984 + ln_f 128, fp32
@@ -167,6 +174,16 @@ def test_bench_writes_json_and_a_table(tmp_path):
     assert kv["ms_per_run_p10"] <= kv["ms_per_run_median"] <= kv["ms_per_run_p90"]
     assert kv["ms_per_step_median"] == pytest.approx(kv["ms_per_run_median"] / 6)
     assert kv["tokens_per_s"] == pytest.approx(3 * 6 / (kv["ms_per_run_median"] / 1e3))
+    # K and V of one slot: 2 x 2 layers x batch 3 x 2 heads x 32 dims x 4 bytes = 3072; the
+    # DynamicCache reads slots 0..pos over pos 0..5: 3.5 on average. Activations per row:
+    # 2 layers x (192 qkv + 5 x 64 + 2 x 256) + 64 + 50257 logits, x 3 rows x 4 bytes.
+    b = kv["floor"]["bytes_per_step"]
+    assert (b["kv_read"], b["kv_write"], b["activations"]) == (3072 * 3.5, 3072, 628428)
+    assert b["total"] == kv["weight_bytes"] + 3072 * 4.5 + 628428
+    assert kv["floor"]["floor_ms_per_step"] == pytest.approx(
+        b["total"] / report["copy_bytes_per_s"] * 1e3)
+    assert kv["floor"]["floor_pct"] == pytest.approx(
+        100 * kv["floor"]["floor_ms_per_step"] / kv["ms_per_step_median"])
 
 
 def test_percentiles_interpolate_between_order_statistics():
@@ -210,3 +227,26 @@ def test_run_help_shows_the_defaults():
     for default in ("(default: 32)", "(default: 100)", "(default: fp32)", "(default: cuda)",
                     "(default: 0)"):
         assert default in out, default
+
+
+def test_bench_processes_interleaves_variants_in_processes_of_their_own(tmp_path):
+    path = tmp_path / "bench.json"
+    proc = harness("bench", "--variants", "kv,check-every-k", "--k", "4", "--processes", "2",
+                   "--repeats", "1", "--new-tokens", "4", "--json", str(path),
+                   *[a for a in TINY if a not in ("--new-tokens", "12")])
+    assert proc.returncode == 0, proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("bench --processes")]
+    assert [line.split("] ")[1].split(":")[0] for line in progress] == [
+        "kv, process 1/2", "check-every-k, process 1/2", "kv, process 2/2",
+        "check-every-k, process 2/2"]
+    report = json.loads(path.read_text())
+    kv, every = report["results"]
+    assert (kv["variant"], kv["processes"], report["spread"]) == ("kv", 2, "between processes")
+    assert kv["ms_per_step_median"] == pytest.approx(sum(kv["ms_per_step"]) / 2)
+    lo, hi = kv["ms_per_step_ci95"]
+    assert min(kv["ms_per_step"]) <= lo <= hi <= max(kv["ms_per_step"])
+    [d] = report["differences"]
+    diffs = [b - a for a, b in zip(kv["ms_per_step"], every["ms_per_step"], strict=True)]
+    assert d["median_diff_ms"] == pytest.approx(sum(diffs) / 2)
+    assert "check-every-k - kv" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 100

@@ -114,3 +114,11 @@ def test_kernel_table_on_the_graphed_capture_sums_to_the_op_records():
     assert table.loc["gemv", "time_ns_per_step"] == 3186142 / 20
     assert table["share"].sum() == pytest.approx(1.0)
     assert table.index[0] == "gemm"  # the most time a step
+
+
+def test_the_whole_step_row_is_the_floor_bytes_over_the_period():
+    from analysis.kernels import STEP_ROW, step_row
+
+    row = step_row(bytes_per_step=600e6, period_ns=1e6, copy_bytes_per_s=3e12)
+    assert row["class"] == STEP_ROW and row["time_ns_per_step"] == 1e6
+    assert row["bytes_per_s"] == 600e9 and row["copy_rate_fraction"] == 0.2

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from synth import metrics_only_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -172,6 +173,54 @@ def test_profile_logs_the_harness_output_to_nsys_log(captured):
     done = rf"^gapscope: done: {re.escape(str(run))} \(20 steps, 6860 kernels captured; "
     done += r"traced \d+\.\d\d ms/step, untraced \d+\.\d\d \([+-]\d+% under nsys\)\)$"
     assert re.match(done, last_line(result.stderr)), last_line(result.stderr)
+
+
+def metrics_export(tmp: Path, samples: bool = True) -> Path:
+    """A metrics-only export (no CUDA tables), as `--trace=nvtx --gpu-metrics-devices=0` makes."""
+    trace = metrics_only_trace()
+    if not samples:
+        trace.metrics.clear()
+    return trace.write(tmp / "metrics.sqlite", drop=("CUPTI_ACTIVITY_KIND_RUNTIME",))
+
+
+def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(tmp_path):
+    env = make_env(tmp_path, GAPSCOPE_UNTRACED_REPEATS="1",
+                   FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path)))
+    result = run_script("profile.sh", env, "static", "--metrics=15000", *CPU_RUN, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    assert run.name.endswith("-static-metrics")
+    (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert profile[1:9] == [
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=nvtx",
+        "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
+        "--gpu-metrics-devices=0", "--gpu-metrics-frequency=15000"]
+    record = json.loads((run / "run.json").read_text())
+    assert record["gpu_metrics"] == {"device": 0, "frequency_hz": 15000, "samples": 16}
+    assert record["untraced"]["variant"] == "static"  # the overhead is measured as for any
+    summary = json.loads((run / "summary.json").read_text())["summary"]
+    assert summary["cuda_trace"] is False and summary["gpu_metrics"]["sm_active_pct"] == 58
+    assert (run / "metrics.png").stat().st_size > 0
+    assert "16 GPU metric samples at 15000 Hz" in last_line(result.stderr)
+
+
+def test_metrics_capture_without_samples_names_the_permission(tmp_path):
+    env = make_env(tmp_path, FAKE_NSYS_RUN="0",
+                   FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path, samples=False)))
+    result = run_script("profile.sh", env, "static", "--metrics", "--device", "cpu",
+                        cwd=tmp_path)
+    assert result.returncode == 1
+    assert "no GPU metric samples" in last_line(result.stderr)
+    assert "NVreg_RestrictProfilingToAdminUsers" in last_line(result.stderr)
+    (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert "--gpu-metrics-frequency=20000" in profile
+
+
+def test_metrics_frequency_must_be_a_number(tmp_path):
+    result = run_script("profile.sh", make_env(tmp_path), "static", "--metrics=fast",
+                        cwd=tmp_path)
+    assert result.returncode == 2 and "--metrics=HZ needs a whole number" in result.stderr
+    assert run_dirs(tmp_path) == []
 
 
 # --- options and environment -----------------------------------------------------------------
@@ -563,7 +612,22 @@ def test_doctor_without_gpu_torch_or_nsys_fails_politely(tmp_path):
         "FAIL  capture  not tried: it needs the GPU, torch and nsys above  "
         "fix: fix the lines above first"
     )
-    assert [line.split()[1] for line in lines[4:]] == ["perf", "disk"]
+    assert lines[4] == "WARN  metrics  not tried: it needs nsys  fix: fix the nsys line above"
+    assert [line.split()[1] for line in lines[5:]] == ["perf", "disk"]
+
+
+@pytest.mark.parametrize(("answer", "line"), [
+    ("ok", "OK    metrics  nsys can sample GPU metrics on GPU 0"),
+    ("denied", "WARN  metrics  nsys may not read the GPU's performance counters (insufficient "
+               "privilege)  fix: let every user read the GPU counters: `options nvidia "
+               "NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d/"),
+    ("none", "WARN  metrics  nsys lists no GPU that can sample metrics: "
+             "none: Disable GPU Metrics [Default]  fix: GPU metrics need a Turing or newer GPU"),
+])
+def test_doctor_says_whether_gpu_metrics_can_be_sampled(tmp_path, answer, line):
+    result = run_doctor(make_env(tmp_path, FAKE_NSYS_GPU_METRICS=answer), tmp_path)
+    (found,) = [x for x in result.stdout.splitlines() if x.split()[1] == "metrics"]
+    assert found.startswith(line)
 
 
 def test_doctor_names_the_nsys_it_found(tmp_path):
@@ -609,7 +673,7 @@ def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
     )
     statuses = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()}
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("gpu", "torch", "nsys", "capture", "disk"):
+    for name in ("gpu", "torch", "nsys", "capture", "metrics", "disk"):
         assert statuses[name] == "OK", result.stdout
 
 
@@ -658,3 +722,27 @@ def test_a_graph_trace_level_other_than_node_or_graph_is_a_usage_error(tmp_path)
     assert result.returncode == 2
     assert last_line(result.stderr).startswith(
         "gapscope: error: --cuda-graph-trace must be node or graph, got 'kernel'")
+
+
+# --- hardware-view.sh ------------------------------------------------------------------------
+
+
+def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
+    run = tmp_path / "hv" / "runs" / "20261201T000000Z-graphed-b8"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({
+        "config": {"variant": "graphed", "batch": 8, "dtype": "fp32"},
+        "timing": {"ms_per_step": 1.3}, "untraced": {"ms_per_step_median": 1.2}}))
+    (run / "summary.json").write_text(json.dumps({"summary": {
+        "gpu_metrics": {"sm_active_pct": 36.5, "dram_read_pct": 12.9, "dram_read_gbps": 619,
+                        "gr_active_pct": 98.8},
+        "floor": {"floor_ns_per_step": 300000, "floor_pct_of_untraced": 25.0}}}))
+    env = make_env(tmp_path, HARDWARE_VIEW_DIR=str(tmp_path / "hv"))
+    result = run_script("hardware-view.sh", env, "results", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = (tmp_path / "hv" / "results.md").read_text().splitlines()
+    assert rows[2] == ("| graphed | 8 | fp32 | 1.200 | 1.300 | 0.300 | 25.0% | 36.5% | 12.9% | "
+                       "619 | 98.8% |")
+    assert (tmp_path / "hv" / "hardware-view.tgz").stat().st_size > 0
+    bad = run_script("hardware-view.sh", env, "everything", cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown stage 'everything'" in bad.stderr

@@ -40,7 +40,8 @@ def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data
     shutil.copy(data_dir / "h200-eager-static-bs16.sqlite", run / "capture.sqlite")
     (run / "run.json").write_text(json.dumps({
         "config": {**CONFIG, "variant": "static", "batch": 16}, "timing": {"ms_per_step": 8.0},
-        "untraced": {"ms_per_step_median": 5.0}}))
+        "untraced": {"ms_per_step_median": 5.0},
+        "floor": {"bytes_by_step": [[31, 200e6], [32, 400e6]]}}))
     write_bench(study / "bench-ladder.json", [bench_entry("naive", 6.0), bench_entry("kv", 4.0)])
     write_bench(study / "bench-ladder-compile.json", [bench_entry("pipelined", 2.0)], "default")
     write_bench(study / "bench-batch-1.json", [bench_entry("compiled", 2.2, 0.05),
@@ -54,6 +55,9 @@ def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data
     assert "| 1 | 2.200 | 2.000 | +10.0% | no |" in text
     # The METRICS.md reference trace: 13.2% busy (23864070 of 180644905 ns), +60% under nsys.
     assert "| static | 8.000 | 5.000 | +60% | 392 | 392 | 13.2% |" in text
+    # Under the kernel classes, the whole step: its 300 MB floor (run.json) over its median
+    # period of 8576.6 µs is 35 GB/s, 0.9% of the 4000 GB/s copy rate.
+    assert "| whole step (floor) | – | 8576.6 | – | 300 | 35 | 1% |" in text
     assert sorted(p.name for p in (tmp_path / "out" / "figures").iterdir()) == [
         "batch.png", "idle.png", "kernels-static.png", "ladder.png", "timeline-static.png"]
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceError
+from analysis.readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
 from analysis.trace import (
     BLOCKING_CALLS,
     GRAPH,
@@ -22,6 +23,7 @@ from analysis.trace import (
     MEMCPY,
     MEMSET,
     Trace,
+    empty_calls,
     strip_api_suffix,
 )
 
@@ -43,6 +45,10 @@ OP_TABLES = {
 
 # globalTid = pid << 24 | tid (plus a hardware tag in the top bits); globalPid keeps the upper part.
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFFFFFFFF000000 as a signed 64-bit mask
+
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+OP_FRAME_COLUMNS = ["start", "end", "device", "stream", "corr", "name_id", "kind", "call_start",
+                    "call_end", "tid"]
 
 REQUIRED_TABLES = {
     "StringIds": "every nsys export has it: is this file a SQLite export of Nsight Systems?",
@@ -80,23 +86,31 @@ def _columns(con: sqlite3.Connection, table: str) -> set:
 
 
 def check_tables(path: Path, tables: set) -> list:
-    """The op tables present; raises naming the first missing required table."""
+    """The op tables present; raises naming the first missing required table. A capture of GPU
+    metrics without a CUDA trace (`--trace=nvtx --gpu-metrics-devices=N`) has no op tables and
+    no API table: it is valid, for per-step metrics only."""
     if "StringIds" not in tables:
         raise TraceError(
             f"{path}: not an Nsight Systems export (no StringIds table); "
             "export a capture with `nsys export --type sqlite`"
         )
-    for table, fix in REQUIRED_TABLES.items():
-        if table not in tables:
-            raise TraceError(f"{path}: no {table} table: {fix}")
     kinds = [k for k, t in OP_TABLES.items() if t in tables]
-    if not kinds:
+    metrics_only = not kinds and has_metrics(tables)
+    for table, fix in REQUIRED_TABLES.items():
+        if table not in tables and not (metrics_only and table == RUNTIME_TABLE):
+            raise TraceError(f"{path}: no {table} table: {fix}")
+    if not kinds and not metrics_only:
         raise TraceError(
             f"{path}: no GPU operations (no CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET or "
             "_GRAPH_TRACE table): "
             "profile with `nsys profile --trace=cuda` and put the GPU work inside the capture range"
         )
     return kinds
+
+
+def empty_ops() -> pd.DataFrame:
+    """The ops of a capture without a CUDA trace: none, with read_ops's columns."""
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in OP_FRAME_COLUMNS})
 
 
 SCHEMA_VERSION_SQL = "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"
@@ -324,15 +338,22 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         tables = _tables(con)
         kinds = check_tables(path, tables)
         strings = read_strings(con)
-        blocking, graph_launches = read_calls(con, strings)
+        if RUNTIME_TABLE in tables:
+            blocking, graph_launches = read_calls(con, strings)
+        else:  # GPU metrics without a CUDA trace
+            blocking = pd.DataFrame({"start": [], "end": [], "tid": [], "name": []})
+            graph_launches = empty_calls()
+        metrics = read_gpu_metrics(con, tables)
         trace = Trace(
             path=path,
             schema_version=_schema_version(con, tables),
-            ops=read_ops(con, _uri(path), kinds, parallel_min_ops),
+            ops=read_ops(con, _uri(path), kinds, parallel_min_ops) if kinds else empty_ops(),
             blocking=blocking,
             ranges=read_ranges(con),
             strings=strings,
             graph_launches=graph_launches,
+            gpu_metrics=metrics,
+            dram_peaks=read_dram_peaks(con, tables, sorted(metrics["device"].unique())),
         )
     except sqlite3.DatabaseError as e:
         raise TraceError(
@@ -340,7 +361,7 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         ) from None
     finally:
         con.close()
-    if trace.ops.empty:
+    if trace.ops.empty and trace.gpu_metrics.empty:
         raise TraceError(
             f"{path}: the export holds no GPU operations; profile with `nsys profile --trace=cuda` "
             "and put the GPU work inside the capture range"
