@@ -105,9 +105,9 @@ def order_flips(table: pd.DataFrame) -> list:
             if dt * du < 0:
                 fast, slow = (i, j) if dt < 0 else (j, i)
                 lines.append(
-                    f"order flip: {labels[fast]} beats {labels[slow]} traced "
-                    f"({traced[fast]:.3f} vs {traced[slow]:.3f} ms) but not untraced "
-                    f"({untraced[fast]:.3f} vs {untraced[slow]:.3f} ms, {name})")
+                    f"order flip: {labels[fast]} < {labels[slow]} traced ({traced[fast]:.3f} vs "
+                    f"{traced[slow]:.3f} ms), untraced {untraced[fast]:.3f} vs "
+                    f"{untraced[slow]:.3f} ({name})")
     return lines
 
 

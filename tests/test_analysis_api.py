@@ -76,16 +76,18 @@ def test_the_demo_comparison_reads_in_100_columns_and_wide_keeps_one_table():
 def test_the_bench_table_reads_in_100_columns():
     from harness.bench import table
 
-    result = {"variant": "pipelined-seed", "steps": 100, "ms_per_run_median": 1234.56,
-              "ms_per_run_p10": 1200.01, "ms_per_run_p90": 1300.99, "ms_per_step_median": 12.345,
-              "tokens_per_s": 123456, "peak_allocated_bytes": 80 << 30,
-              "peak_reserved_bytes": 90 << 30, "fragmentation": 0.111, "weight_floor_pct": 12.3,
-              "weight_bytes": 500 << 20, "weight_floor_ms_per_step": 0.15}
+    floor = {"floor_ms_per_step": 0.215, "floor_pct": 1.7, "kv_slots_read": "all 112",
+             "bytes_per_step": {"weights": 497e6, "kv_read": 130e6, "kv_write": 1.2e6,
+                                "activations": 3.4e6}}
+    result = {"variant": "pipelined-seed", "steps": 100, "ms_per_step_median": 12.345,
+              "ms_per_step_p10": 12.001, "ms_per_step_p90": 13.099, "tokens_per_s": 123456,
+              "peak_allocated_bytes": 80 << 30, "peak_reserved_bytes": 90 << 30,
+              "fragmentation": 0.111, "weight_floor_ms_per_step": 0.15, "floor": floor}
     text = table({"results": [result], "copy_bytes_per_s": 3e12})
     assert width(text) <= 100
     assert text.splitlines()[2].split() == [
-        "pipelined-seed", "100", "1234.56", "1200.01-1300.99", "12.345", "123456", "81920.0",
-        "92160.0", "11.1", "12.3"]
+        "pipelined-seed", "100", "12.345", "12.001-13.099", "123456", "81920.0", "92160.0",
+        "11.1", "0.215", "1.7"]
 
 
 def test_a_pattern_in_a_message_is_shown_as_typed_not_doubled():
