@@ -81,11 +81,18 @@ def pattern_options(f):
     return f
 
 
+def describe(trace) -> str:
+    """What made the trace, for the report's first line."""
+    if trace.source == "kineto":
+        return f"torch.profiler trace schema {trace.schema_version}"
+    return f"nsys export schema {trace.schema_version}"
+
+
 def _analyse(arg: str, options: Options) -> tuple:
     try:
         run = resolve_run(arg)
         trace = load_trace(run.trace_path)
-        return run, trace.schema_version, run_analysis(trace, options)
+        return run, describe(trace), run_analysis(trace, options)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
 

@@ -90,7 +90,7 @@ def text_summary(label: str, s: dict, schema: str) -> str:
     speedup = s["sync_free_speedup"]
     cover = s["check_cover_median"]
     lines = [
-        f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
+        f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['period_ns_median'])} period on the GPU",
         f"  GPU busy       {pct(s['gpu_util'])} of a {ms(s['window_ns'])} window "

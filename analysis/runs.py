@@ -7,6 +7,8 @@ from pathlib import Path
 from analysis.errors import TraceError
 
 TRACE_NAME = "capture.sqlite"
+# A torch.profiler capture of the run (scripts/profile.sh --kineto), used where no export is.
+KINETO_NAMES = ("kineto.json.gz", "kineto.json")
 RUN_INFO_NAME = "run.json"
 
 
@@ -46,10 +48,15 @@ def find_trace(directory: Path) -> Path:
     found = sorted(directory.glob("*.sqlite"))
     if len(found) == 1:
         return found[0]
+    if not found:
+        kineto = [directory / n for n in KINETO_NAMES if (directory / n).is_file()]
+        if kineto:
+            return kineto[0]
     what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
     raise TraceError(
-        f"{directory}: a run directory needs {TRACE_NAME} ({what} there); "
-        "pass a .sqlite export or a run directory made by scripts/profile.sh"
+        f"{directory}: a run directory needs {TRACE_NAME} ({what} there) or {KINETO_NAMES[0]}; "
+        "pass a .sqlite export, a torch.profiler trace or a run directory made by "
+        "scripts/profile.sh"
     )
 
 
@@ -64,13 +71,21 @@ def resolve_run(arg: str) -> Run:
         stem = path.resolve().name
     else:
         trace = path
-        info = _read_info(path.parent / RUN_INFO_NAME) if path.name == TRACE_NAME else {}
-        stem = path.parent.resolve().name if path.name == TRACE_NAME else path.stem
+        in_run = path.name in (TRACE_NAME, *KINETO_NAMES)
+        info = _read_info(path.parent / RUN_INFO_NAME) if in_run else {}
+        stem = path.parent.resolve().name if in_run else path.stem
     config = info.get("config")
     variant = config.get("variant") if isinstance(config, dict) else None
     if variant and config.get("compile") not in (None, "none") and variant != "compiled":
         variant = f"{variant}+compile"
-    return Run(trace, str(variant) if variant else stem, info)
+    label = str(variant) if variant else stem
+    if trace.name not in KINETO_NAMES:
+        return Run(trace, label, info)
+    # The torch.profiler twin of a run: told apart from its nsys capture, timed by its own run.
+    own = info.get("kineto")
+    if isinstance(own, dict) and isinstance(own.get("timing"), dict):
+        info = {**info, "timing": own["timing"]}
+    return Run(trace, f"{label} (kineto)", info)
 
 
 def unique_labels(runs: list) -> list:

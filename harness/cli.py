@@ -45,6 +45,8 @@ def build_parser() -> Parser:
     run = sub.add_parser("run", help="warm-up, then one run with the profiler window; run.json")
     run.add_argument("--variant", required=True, help=", ".join(VARIANT_NAMES))
     run.add_argument("--out", type=Path, required=True, help="run directory for run.json")
+    run.add_argument("--kineto", type=Path, default=None, metavar="FILE.json[.gz]",
+                     help="also capture the window with torch.profiler into this trace")
     add_run_options(run)
     bench = sub.add_parser("bench", help="untraced timing of several variants")
     bench.add_argument("--variants", required=True, help="comma-separated, e.g. kv,static,graphed")
@@ -61,7 +63,7 @@ def to_config(args: argparse.Namespace, variant: str) -> RunConfig:
         new_tokens=args.new_tokens, dtype=args.dtype, matmul_precision=args.matmul_precision,
         compile=args.compile, stop=args.stop, stop_seed=args.stop_seed, k=args.k,
         branches=args.branches, window=args.window, seed=args.seed, device=args.device,
-        gpu_sleep_cycles=args.gpu_sleep_cycles)
+        gpu_sleep_cycles=args.gpu_sleep_cycles, kineto=getattr(args, "kineto", None))
 
 
 def main(argv: list[str] | None = None) -> int:

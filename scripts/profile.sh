@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# profile.sh VARIANT [--osrt] [harness run options]: one Nsight Systems capture of one decode variant.
+# profile.sh VARIANT [--osrt] [--kineto] [harness run options]: one Nsight Systems capture of one
+# decode variant (and, with --kineto, its torch.profiler twin).
 #
 # What it captures: CUDA API calls, GPU kernels/copies and the harness' NVTX ranges (`Step N`
 # holding `Model Forward` and `Check Stop Condition`) for the steps of the harness' profiler window
@@ -12,6 +13,9 @@
 #   capture.sqlite    its SQLite export, made here by the same nsys: older ones cannot read it
 #   nsys.log          everything nsys and the harness printed
 #   run.json          the harness' record, plus `nsys` {command, version, path} and `untraced`
+#   kineto.json.gz    --kineto: the same window captured by torch.profiler (CPU and CUDA activity)
+#                     in a second run without nsys; kineto/run.json is that run's own record, its
+#                     timing is run.json's `kineto`; `gapscope compare` of the pair is printed
 #   the analysis report, when analysis.cli is importable
 #
 # Why the unusual nsys flags:
@@ -35,18 +39,21 @@ source "$here/lib.sh"
 # `-m harness` resolves to this checkout from any working directory.
 export PYTHONPATH="${here%/scripts}${PYTHONPATH:+:$PYTHONPATH}"
 
-usage="usage: scripts/profile.sh VARIANT [--osrt] [harness run options, e.g. --batch 1 --window 30:50]"
+usage="usage: scripts/profile.sh VARIANT [--osrt] [--kineto] [harness run options, e.g. --batch 1 --window 30:50]"
 { [ $# -ge 1 ] && [[ $1 != -* ]]; } || die 2 "$usage"
 variant=$1
 shift
 trace=cuda,nvtx
 [ "${GAPSCOPE_OSRT:-0}" = 1 ] && trace=cuda,nvtx,osrt
 opts=()
+kineto=0
 window=30:50
 prev=""
 for arg in "$@"; do
   case $arg in
     --osrt) trace=cuda,nvtx,osrt ;;
+    --kineto) kineto=1 ;;
+    --kineto=*) die 2 "profile.sh names the trace itself (kineto.json.gz): $usage" ;;
     --variant | --variant=* | --variants | --variants=* | --out | --out=*)
       die 2 "profile.sh sets $arg itself: $usage" ;;
     *) opts+=("$arg") ;;
@@ -125,11 +132,26 @@ untraced=null
 [ ! -f "$run/untraced.json" ] || untraced=$(bench_entry "$run/untraced.json" "$variant")
 json_merge "$run/run.json" untraced "$untraced"
 
+if [ "$kineto" = 1 ]; then
+  # A second run of the same loop, without nsys: the two profilers never see each other.
+  kcmd=("$PY" -m harness run --variant "$variant" --out "$run/kineto" --kineto "$run/kineto.json.gz"
+    "${opts[@]}")
+  note "capturing with torch.profiler: ${kcmd[*]}"
+  rc=0
+  "${kcmd[@]}" 2>&1 | tee "$run/kineto.log" || rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || die "$rc" "the torch.profiler run failed with exit code $rc: $(last_message "$run/kineto.log") (all of it in $run/kineto.log); the nsys capture in $run is complete"
+  json_merge "$run/run.json" kineto "$(kineto_json "$run/kineto/run.json" "$run/kineto.json.gz" "${kcmd[@]}")"
+fi
+
 if why=$(analysis_missing); then
   note "no report: analysis.cli is not importable ($why); the capture is in $run"
 else
   "$PY" -m analysis.cli report "$run" -o "$run" || die 1 "the analysis report failed on $run (its message is above)"
   "$PY" -m analysis.cli analyze "$run" || die 1 "the analysis failed on $run (its message is above)"
+  if [ "$kineto" = 1 ]; then
+    "$PY" -m analysis.cli compare "$run/capture.sqlite" "$run/kineto.json.gz" ||
+      note "warning: the torch.profiler trace could not be compared (its message is above)"
+  fi
 fi
 
 note "done: $run ($steps steps, $kernels kernels captured; $(timing_summary "$run/run.json"))"
