@@ -3,7 +3,9 @@ as the nsys reader on the same drawing, exact ns, flows, ProfilerStep#N, graphs,
 
 import gzip
 import hashlib
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +16,8 @@ from analysis.cli import main
 from analysis.errors import TraceError
 from analysis.readers import kineto, load_trace, nsys, reader_for
 from analysis.summary import Options, analyze
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
 def analyse(path, **options):
@@ -188,3 +192,27 @@ def test_a_synth_nsys_export_and_random_bytes_still_go_to_the_nsys_reader(tmp_pa
     (tmp_path / "b.txt").write_text("{not json")
     assert reader_for(tmp_path / "b.txt") is nsys
     assert reader_for(tmp_path / "missing.json") is nsys
+
+
+def test_hta_compare_puts_htas_breakdown_beside_gapscopes_causes(tmp_path):
+    pytest.importorskip("hta")
+    spec = importlib.util.spec_from_file_location("hta_compare", SCRIPTS / "hta_compare.py")
+    hta_compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hta_compare)
+    # The causes drawing in µs (HTA's threshold is in the trace's µs): ops 1-3 µs apart.
+    s = causes_trace()
+    s.nvtx = [(a * 1000, b * 1000, *r) for a, b, *r in s.nvtx]
+    s.calls = [(a * 1000, b * 1000, *r) for a, b, *r in s.calls]
+    s.ops = {k: [(a * 1000, b * 1000, *r) for a, b, *r in v] for k, v in s.ops.items()}
+    path = from_synth(s).write(tmp_path / "t.json.gz")
+    out = tmp_path / "cmp.json"
+    assert hta_compare.main([str(path), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    mine = doc["gapscope"]["0"]
+    assert mine["idle_ns_by_cause"] == {"sync": 35000, "host": 32000, "queued": 5000,
+                                        "unknown": 5000}
+    # HTA's rules: sync and host gaps are host_wait (the next launch starts after the drain);
+    # the queued and the unknown gap, both under 30 µs, kernel_wait.
+    assert mine["hta_rules_ns"] == {"host_wait": 67000, "kernel_wait": 10000, "other": 0}
+    # One stream, window = the whole trace: HTA itself (ns kept) gives the same.
+    assert doc["hta_exact_us"] == {"7": {"host_wait": 67.0, "kernel_wait": 10.0, "other": 0.0}}

@@ -15,6 +15,7 @@ strings they are written as and turned into ns exactly. The file is only read.
 """
 
 import gzip
+import itertools
 import json
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -46,17 +47,20 @@ NO_GPU_FIX = ("profile with torch.profiler.profile(activities=[ProfilerActivity.
 def ns(value) -> int:
     """A Kineto time (µs) in ns, exactly: a float literal arrives as its string, an int one
     (whole µs, older Kineto) as an int."""
-    if isinstance(value, str):
-        whole, _, frac = value.partition(".")
-        if len(frac) <= 3 and whole.isdigit() and (not frac or frac.isdigit()):
-            return int(whole) * 1000 + int(frac.ljust(3, "0"))
+    if type(value) is str:
+        # Kineto's own "%d.%03d": dropping the point gives ns (the fast path: ~600k a trace).
+        if value[-4:-3] == ".":
+            try:
+                return int(value.replace(".", "", 1))
+            except ValueError:
+                pass
         try:
             return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
         except InvalidOperation:
             raise ValueError(f"not a number: {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"not a time: {value!r}")
-    return value * 1000
+    if type(value) is int:
+        return value * 1000
+    raise ValueError(f"not a time: {value!r}")
 
 
 def global_tid(pid: int, tid: int) -> int:
@@ -91,7 +95,10 @@ def read_document(path: Path) -> dict:
 
 
 def _columns(rows: list, names: list) -> dict:
-    data = np.array(rows, dtype=np.int64).reshape(len(rows), len(names))
+    # fromiter over the flattened rows: several times faster than np.array on tuples.
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
+                       count=len(rows) * len(names))
+    data = flat.reshape(len(rows), len(names))
     return {n: data[:, i] for i, n in enumerate(names)}
 
 
