@@ -57,8 +57,12 @@ def test_whole_microsecond_times_of_older_kineto(tmp_path):
     t.range("Step 1", 0, 50_000)
     t.launch(1_000, 3_000, 5_000, 9_000)
     t.launch(4_000, 6_000, 12_000, 13_000)
-    (a,) = analyse(t.write(tmp_path / "t.json"))
+    path = t.write(tmp_path / "t.json")
+    (a,) = analyse(path)
     assert list(a.gaps["gap_ns"]) == [3_000] and list(a.gaps["cause"]) == ["queued"]
+    result = CliRunner().invoke(main, ["analyze", str(path)])
+    assert result.output.startswith(
+        "t: device 0, 1 steps, torch.profiler trace schema 1, all times in whole µs\n")
 
 
 def test_ops_and_calls_without_correlation_args_are_matched_by_their_ac2g_flow(tmp_path):

@@ -169,9 +169,13 @@ def build(path: Path, doc: dict) -> Trace:
         "tid": call_column("tid"),
     })
     blocking = [(*c[:3], n) for c, n in zip(calls, call_names, strict=True) if n in BLOCKING_CALLS]
+    schema = str(doc.get("schemaVersion", "unknown"))
+    if not ((op["start"] % 1000).any() or (op["end"] % 1000).any()):
+        # Older Kineto: the report says that each gap is known to about a µs (METRICS.md).
+        schema += ", all times in whole µs"
     return Trace(
         path=path,
-        schema_version=str(doc.get("schemaVersion", "unknown")),
+        schema_version=schema,
         ops=ops_frame,
         blocking=_frame(blocking, ["start", "end", "tid", "name"]),
         ranges=_frame(ranges, ["start", "end", "tid", "name"]),
