@@ -111,4 +111,5 @@ def from_synth(s: Synth) -> KinetoSynth:
         for start, end, device, _, stream, corr, _, *rest in rows:
             k.op(corr, start, end, kind=kind, name=names.get(rest[1], "k"), device=device,
                  stream=stream)
+    k.next_corr = s.next_corr
     return k

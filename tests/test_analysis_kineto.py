@@ -220,3 +220,30 @@ def test_hta_compare_puts_htas_breakdown_beside_gapscopes_causes(tmp_path):
     assert mine["hta_rules_ns"] == {"host_wait": 67000, "kernel_wait": 10000, "other": 0}
     # One stream, window = the whole trace: HTA itself (ns kept) gives the same.
     assert doc["hta_exact_us"] == {"7": {"host_wait": 67.0, "kernel_wait": 10.0, "other": 0.0}}
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_crosscheck_of_a_run_directory_matches_step_by_step(tmp_path, capsys):
+    crosscheck = _load_script("kineto_crosscheck")
+    causes_trace().write(tmp_path / "capture.sqlite")
+    twin = from_synth(causes_trace())
+    twin.write(tmp_path / "kineto.json.gz")
+    assert crosscheck.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["1", "2", "/", "2", "2", "/", "2", "0.0", "0.0", "1.000"]
+    assert out[-1] == "match: 2/2 steps with equal ops, 2/2 with busy within 5%"
+    # A kernel more in step 2, 6 ns long: the ops differ and busy grows by 20%.
+    twin.call("cudaLaunchKernel", 152, 153, corr=50)
+    twin.op(50, 154, 160)
+    twin.write(tmp_path / "kineto.json.gz")
+    assert crosscheck.main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].endswith("1.200  <-")
+    assert out[-1] == "MISMATCH: 1/2 steps with equal ops, 1/2 with busy within 5%"
+    assert crosscheck.main([str(tmp_path / "nowhere")]) == 2
