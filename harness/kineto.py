@@ -23,15 +23,20 @@ class KinetoCapture:
         self.started = False
         self.stopped = False
 
+    def prepare(self) -> None:
+        """CUPTI set up before the window (torch.profiler's warm-up step), so that the first
+        captured step does not carry its start-up; what runs until start() is dropped."""
+        self.profiler.prepare_trace()
+
     def start(self) -> None:
-        self.profiler.start()
+        self.profiler.start_trace()
         self.started = True
         instrument.set_annotate(True)
 
     def stop(self) -> None:
         if self.started and not self.stopped:
             instrument.set_annotate(False)
-            self.profiler.stop()
+            self.profiler.stop_trace()
             self.stopped = True
 
     def export(self) -> bool:

@@ -54,6 +54,8 @@ def run(cfg: RunConfig) -> dict:
     decode(no_window())
     start, stop = profile_window(cfg)
     window = ProfilerWindow(start, stop, active=True, kineto=kineto_capture(cfg))
+    if window.kineto is not None:
+        window.kineto.prepare()
     sync(cfg)
     t0 = time.perf_counter_ns()
     result = decode(window)
