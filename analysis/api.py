@@ -59,10 +59,17 @@ def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,
     )
 
 
+def describe(trace) -> str:
+    """What made the trace, for the report's first line."""
+    if trace.source == "kineto":
+        return f"torch.profiler trace schema {trace.schema_version}"
+    return f"nsys export schema {trace.schema_version}"
+
+
 def analyse_run(path: str | Path, step_pattern: str | None = None,
                 check_pattern: str | None = None, device: int | None = None,
                 metrics_only_ok: bool = True) -> tuple:
-    """(run, the trace's schema version, [DeviceAnalysis]): what the CLI's commands share. A run
+    """(run, what made the trace (`describe`), [DeviceAnalysis]): what the CLI's commands share. A run
     directory's untraced twin (untraced_steps.json) is set beside each device's analysis, and the
     bandwidth floor (run.json's) in each summary. A capture of GPU metrics without a CUDA trace
     gets the metrics-only analysis where `metrics_only_ok`, else one line."""
@@ -84,7 +91,7 @@ def analyse_run(path: str | Path, step_pattern: str | None = None,
     if run.untraced_steps is not None and not trace.ops.empty:
         twin = read_untraced_steps(run.untraced_steps)
         analyses = [with_untraced(a, twin) for a in analyses]
-    return run, trace.schema_version, analyses
+    return run, describe(trace), analyses
 
 
 def analyze_trace(path: str | Path, steps: str | None = None, check: str | None = None,

@@ -99,7 +99,7 @@ GRAPH_NOTES = {
 def text_summary(label: str, s: dict, schema: str) -> str:
     cover = s["check_cover_median"]
     lines = [
-        f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
+        f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['period_ns_median'])} period on the GPU",
         f"  GPU busy       {pct(s['gpu_util'])} of a {ms(s['window_ns'])} window "
@@ -167,7 +167,7 @@ def metrics_lines(m: dict | None) -> list:
 
 def metrics_text_summary(label: str, s: dict, schema: str) -> str:
     lines = [
-        f"{label}: device {s['device']}, {s['steps']} steps, nsys export schema {schema}",
+        f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
         "  GPU metrics only: no CUDA trace, so no gap analysis; steps are their NVTX ranges",
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['window_ns'])} window",

@@ -8,6 +8,8 @@ from analysis.errors import TraceError
 from analysis.readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
+# A torch.profiler capture of the run (scripts/profile.sh --kineto), used where no export is.
+KINETO_NAMES = ("kineto.json.gz", "kineto.json")
 RUN_INFO_NAME = "run.json"
 
 
@@ -49,6 +51,10 @@ def find_trace(directory: Path) -> Path:
     found = sorted(directory.glob("*.sqlite"))
     if len(found) == 1:
         return found[0]
+    if not found:
+        kineto = [directory / n for n in KINETO_NAMES if (directory / n).is_file()]
+        if kineto:
+            return kineto[0]
     rep = directory / "capture.nsys-rep"
     if not found and rep.is_file():
         raise TraceError(
@@ -58,8 +64,9 @@ def find_trace(directory: Path) -> Path:
         )
     what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
     raise TraceError(
-        f"{directory}: a run directory needs {TRACE_NAME} ({what} there); "
-        "pass a .sqlite export or a run directory made by scripts/profile.sh"
+        f"{directory}: a run directory needs {TRACE_NAME} ({what} there) or {KINETO_NAMES[0]}; "
+        "pass a .sqlite export, a torch.profiler trace or a run directory made by "
+        "scripts/profile.sh"
     )
 
 
@@ -75,16 +82,24 @@ def resolve_run(arg: str) -> Run:
         home = path
     else:
         trace = path
-        info = _read_info(path.parent / RUN_INFO_NAME) if path.name == TRACE_NAME else {}
-        stem = path.parent.resolve().name if path.name == TRACE_NAME else path.stem
-        home = path.parent if path.name == TRACE_NAME else None
+        in_run = path.name in (TRACE_NAME, *KINETO_NAMES)
+        info = _read_info(path.parent / RUN_INFO_NAME) if in_run else {}
+        stem = path.parent.resolve().name if in_run else path.stem
+        home = path.parent if in_run else None
     config = info.get("config")
     variant = config.get("variant") if isinstance(config, dict) else None
     if variant and config.get("compile") not in (None, "none") and variant != "compiled":
         variant = f"{variant}+compile"
+    label = str(variant) if variant else stem
     twin = home / UNTRACED_STEPS_NAME if home is not None else None
-    return Run(trace, str(variant) if variant else stem, info,
-               twin if twin is not None and twin.is_file() else None)
+    twin = twin if twin is not None and twin.is_file() else None
+    if trace.name not in KINETO_NAMES:
+        return Run(trace, label, info, twin)
+    # The torch.profiler twin of a run: told apart from its nsys capture, timed by its own run.
+    own = info.get("kineto")
+    if isinstance(own, dict) and isinstance(own.get("timing"), dict):
+        info = {**info, "timing": own["timing"]}
+    return Run(trace, f"{label} (kineto)", info, twin)
 
 
 def unique_labels(runs: list) -> list:

@@ -18,6 +18,8 @@ from analysis.intervals import Coverage, union_ns_by_group
 
 DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
 DEFAULT_CHECK_PATTERN = r"^Check Stop Condition$"
+# torch.profiler's prof.step() marks its steps so: read when the default pattern matches nothing.
+PROFILER_STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 
 
 def compile_pattern(pattern: str, option: str) -> re.Pattern:
@@ -42,7 +44,11 @@ def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
 
 
 def find_steps(ranges: pd.DataFrame, pattern: str) -> pd.DataFrame:
+    """The step ranges; with the default pattern and no `Step N` range, prof.step()'s
+    `ProfilerStep#N` ranges instead."""
     steps = match_ranges(ranges, compile_pattern(pattern, "--steps"))
+    if steps.empty and pattern == DEFAULT_STEP_PATTERN:
+        steps = match_ranges(ranges, re.compile(PROFILER_STEP_PATTERN))
     if steps.empty:
         seen = sorted(set(ranges["name"]))[:5]
         raise TraceError(

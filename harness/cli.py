@@ -57,6 +57,8 @@ def build_parser() -> Parser:
                          formatter_class=DefaultsHelp)
     run.add_argument("--variant", required=True, help=", ".join(VARIANT_NAMES))
     run.add_argument("--out", type=Path, required=True, help="run directory for run.json")
+    run.add_argument("--kineto", type=Path, default=None, metavar="FILE.json[.gz]",
+                     help="also capture the window with torch.profiler into this trace")
     add_run_options(run)
     bench = sub.add_parser("bench", help="untraced timing of several variants",
                            formatter_class=DefaultsHelp)
@@ -82,7 +84,7 @@ def to_config(args: argparse.Namespace, variant: str) -> RunConfig:
         new_tokens=args.new_tokens, dtype=args.dtype, matmul_precision=args.matmul_precision,
         compile=args.compile, stop=args.stop, stop_seed=args.stop_seed, k=args.k,
         branches=args.branches, window=args.window, seed=args.seed, device=args.device,
-        gpu_sleep_cycles=args.gpu_sleep_cycles)
+        gpu_sleep_cycles=args.gpu_sleep_cycles, kineto=getattr(args, "kineto", None))
 
 
 RUN_OPTIONS = ("model", "batch", "new_tokens", "dtype", "matmul_precision", "compile", "stop",

@@ -38,10 +38,15 @@ class RunConfig:
     seed: int = 0
     device: str = "cuda"
     gpu_sleep_cycles: int = 0  # test-only: slows each step on the GPU so the host runs ahead
+    kineto: Path | None = None  # run: also write a torch.profiler trace of the window here
 
     def to_json(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["out"] = str(self.out) if self.out is not None else None
+        if self.kineto is None:
+            del d["kineto"]  # only a run with a torch.profiler twin says where it went
+        else:
+            d["kineto"] = str(self.kineto)
         d["compile"] = compile_mode(self)
         d["k"] = check_every(self)
         d["branches"] = branch_count(self)
@@ -146,6 +151,13 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"{v} needs CUDA")
     if cfg.gpu_sleep_cycles and cfg.device != "cuda":
         raise ConfigError("--gpu-sleep-cycles needs --device cuda")
+    if cfg.kineto is not None:
+        if not str(cfg.kineto).endswith((".json", ".json.gz")):
+            raise ConfigError(
+                f"--kineto {cfg.kineto}: the trace's name must end in .json or .json.gz")
+        # The run directory itself is made by the run.
+        if cfg.kineto.parent != cfg.out and not cfg.kineto.parent.is_dir():
+            raise ConfigError(f"--kineto {cfg.kineto}: no directory {cfg.kineto.parent}")
     return cfg
 
 

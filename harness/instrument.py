@@ -9,7 +9,7 @@ The analysis keys on the exact names: `Step N` (N from 1) holding `Model Forward
 """
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import nvtx
@@ -20,11 +20,22 @@ FORWARD_COLOR = "green"
 CHECK_COLOR = "red"
 
 
+# True while a torch.profiler capture runs (harness/kineto.py): each range is then also a
+# record_function range of the same name, which Kineto writes as a user_annotation event.
+ANNOTATE = False
+
+
+def set_annotate(on: bool) -> None:
+    global ANNOTATE
+    ANNOTATE = on
+
+
 @contextmanager
 def _range(message: str, color: str):
     nvtx.push_range(message, color=color)
     try:
-        yield
+        with torch.profiler.record_function(message) if ANNOTATE else nullcontext():
+            yield
     finally:
         nvtx.pop_range()
 
@@ -106,6 +117,7 @@ class ProfilerWindow:
     start: int
     stop: int
     active: bool
+    kineto: object = None  # a harness.kineto.KinetoCapture opened and closed at the same edges
     marks_ns: dict = field(default_factory=dict)
     timeline: StepTimeline = field(default_factory=StepTimeline)
 
@@ -126,6 +138,8 @@ def window_step(window: ProfilerWindow, i: int):
     if i == window.start + 1:
         if on:
             torch.cuda.cudart().cudaProfilerStart()
+        if window.kineto is not None:
+            window.kineto.start()
         # After the start: nsys takes a while to begin collecting, which is no step's time.
         window.marks_ns["start"] = time.perf_counter_ns()
     try:
@@ -139,6 +153,8 @@ def window_step(window: ProfilerWindow, i: int):
             window.marks_ns["stop"] = time.perf_counter_ns()
             if on:
                 torch.cuda.cudart().cudaProfilerStop()
+            if window.kineto is not None:
+                window.kineto.stop()
 
 
 def close_window(window: ProfilerWindow, steps_run: int) -> None:
@@ -150,3 +166,5 @@ def close_window(window: ProfilerWindow, steps_run: int) -> None:
         window.marks_ns["stop"] = time.perf_counter_ns()
         if on:
             torch.cuda.cudart().cudaProfilerStop()
+        if window.kineto is not None:
+            window.kineto.stop()

@@ -54,12 +54,17 @@ def run(cfg: RunConfig) -> dict:
     decode = make_decoder(model, cfg)
     decode(no_window())
     start, stop = profile_window(cfg)
-    window = ProfilerWindow(start, stop, active=True)
+    window = ProfilerWindow(start, stop, active=True, kineto=kineto_capture(cfg))
+    if window.kineto is not None:
+        window.kineto.prepare()
     sync(cfg)
     t0 = time.perf_counter_ns()
     result = decode(window)
     sync(cfg)
     wall_ns = time.perf_counter_ns() - t0
+    if window.kineto is not None and not window.kineto.export():
+        raise ConfigError(f"--kineto {cfg.kineto}: the window --window {start}:{stop} never "
+                          f"opened (the run made {result['steps_run']} steps): nothing captured")
     shape = model_shape(model.config, next(model.parameters()).element_size(),
                         weight_bytes(model))
     record = {
@@ -71,6 +76,15 @@ def run(cfg: RunConfig) -> dict:
     }
     (out / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def kineto_capture(cfg: RunConfig):
+    """The torch.profiler twin of the window (--kineto), or None."""
+    if cfg.kineto is None:
+        return None
+    from harness.kineto import KinetoCapture
+
+    return KinetoCapture(cfg.kineto, cuda=cfg.device == "cuda")
 
 
 def make_out_dir(out: Path | None) -> Path:

@@ -140,6 +140,13 @@ nsys_json() {  # VERSION PATH COMMAND...: the `nsys` entry of run.json
 print(json.dumps({"command": shlex.join(sys.argv[3:]), "version": sys.argv[1], "path": sys.argv[2]}))' "$@"
 }
 
+kineto_json() {  # RUN_JSON TRACE COMMAND...: the `kineto` entry of run.json (its run's timing)
+  "$PY" -c 'import json, shlex, sys
+run = json.load(open(sys.argv[1]))
+print(json.dumps({"trace": sys.argv[2], "command": shlex.join(sys.argv[3:]),
+                  "timing": run.get("timing"), "torch": run.get("versions", {}).get("torch")}))' "$@"
+}
+
 bench_entry() {  # BENCH_JSON VARIANT: prints that variant's entry of `harness bench --json`
   "$PY" -c 'import json, sys
 entries = [r for r in json.load(open(sys.argv[1]))["results"] if r["variant"] == sys.argv[2]]

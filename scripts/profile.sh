@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# profile.sh VARIANT [--osrt] [--metrics[=HZ]] [harness run options]: one Nsight Systems capture of
-# one decode variant.
+# profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [--kineto]
+#            [harness run options]: one Nsight Systems capture of one decode variant (and, with
+#            --kineto, its torch.profiler twin).
 #
 # What it captures: CUDA API calls, GPU kernels/copies and the harness' NVTX ranges (`Step N`
 # holding `Model Forward` and `Check Stop Condition`) for the steps of the harness' profiler window
@@ -15,6 +16,9 @@
 #   capture.sqlite    its SQLite export, made here by the same nsys: older ones cannot read it
 #   nsys.log          everything nsys and the harness printed
 #   run.json          the harness' record, plus `nsys` {command, version, path} and `untraced`
+#   kineto.json.gz    --kineto: the same window captured by torch.profiler (CPU and CUDA activity)
+#                     in a second run without nsys; kineto/run.json is that run's own record, its
+#                     timing is run.json's `kineto`; `gapscope compare` of the pair is printed
 #   the analysis report, when analysis.cli is importable
 #
 # Why the unusual nsys flags:
@@ -46,7 +50,7 @@ source "$here/lib.sh"
 # `-m harness` resolves to this checkout from any working directory.
 export PYTHONPATH="${here%/scripts}${PYTHONPATH:+:$PYTHONPATH}"
 
-usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [harness run options, e.g. --batch 1 --window 30:50]"
+usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [--kineto] [harness run options, e.g. --batch 1 --window 30:50]"
 { [ $# -ge 1 ] && [[ $1 != -* ]]; } || die 2 "$usage"
 variant=$1
 shift
@@ -54,6 +58,7 @@ trace=cuda,nvtx
 [ "${GAPSCOPE_OSRT:-0}" = 1 ] && trace=cuda,nvtx,osrt
 opts=()
 metrics_hz=""
+kineto=0
 window=30:50
 # The graph-replayed variants are captured graph by graph unless asked: node-level tracing
 # cost them 8-33% on the H200, graph-level 0.5-3% (graphed-sync: 7-14%); docs/PROFILING.md.
@@ -71,6 +76,8 @@ while [ $# -gt 0 ]; do
     --cuda-graph-trace=*) graph_trace=${arg#--cuda-graph-trace=} ;;
     --metrics) metrics_hz=${GAPSCOPE_METRICS_HZ:-20000} ;;
     --metrics=*) metrics_hz=${arg#--metrics=} ;;
+    --kineto) kineto=1 ;;
+    --kineto=*) die 2 "profile.sh names the trace itself (kineto.json.gz): $usage" ;;
     --variant | --variant=* | --variants | --variants=* | --out | --out=*)
       die 2 "profile.sh sets $arg itself: $usage" ;;
     *) opts+=("$arg") ;;
@@ -171,6 +178,17 @@ json_merge "$run/run.json" untraced "$untraced"
 [ -z "$metrics_hz" ] || json_merge "$run/run.json" gpu_metrics \
   "{\"device\": ${GAPSCOPE_METRICS_DEVICE:-0}, \"frequency_hz\": $metrics_hz, \"samples\": $samples}"
 
+if [ "$kineto" = 1 ]; then
+  # A second run of the same loop, without nsys: the two profilers never see each other.
+  kcmd=("$PY" -m harness run --variant "$variant" --out "$run/kineto" --kineto "$run/kineto.json.gz"
+    "${opts[@]}")
+  note "capturing with torch.profiler: ${kcmd[*]}"
+  rc=0
+  "${kcmd[@]}" 2>&1 | tee "$run/kineto.log" || rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || die "$rc" "the torch.profiler run failed with exit code $rc: $(last_message "$run/kineto.log") (all of it in $run/kineto.log); the nsys capture in $run is complete"
+  json_merge "$run/run.json" kineto "$(kineto_json "$run/kineto/run.json" "$run/kineto.json.gz" "${kcmd[@]}")"
+fi
+
 if why=$(analysis_missing); then
   note "no report: analysis.cli is not importable ($why); the capture is in $run"
 elif [ -n "$metrics_hz" ]; then
@@ -182,6 +200,10 @@ elif [ -n "$metrics_hz" ]; then
 else
   "$PY" -m analysis.cli report "$run" -o "$run" || die 1 "the analysis report failed on $run (its message is above)"
   "$PY" -m analysis.cli analyze "$run" || die 1 "the analysis failed on $run (its message is above)"
+  if [ "$kineto" = 1 ]; then
+    "$PY" -m analysis.cli compare "$run/capture.sqlite" "$run/kineto.json.gz" ||
+      note "warning: the torch.profiler trace could not be compared (its message is above)"
+  fi
 fi
 
 if [ -n "$metrics_hz" ]; then

@@ -5,6 +5,7 @@ copy of a bundled H200 capture (or one with tables dropped), so flag set, run-di
 run.json merging and every failure path run the same code a GPU machine runs.
 """
 
+import gzip
 import json
 import os
 import re
@@ -123,7 +124,8 @@ def fake_nsys_at(directory: Path, version: str) -> Path:
 def captured(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("captured")
     env = make_env(tmp, GAPSCOPE_UNTRACED_REPEATS="1")
-    result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp)
+    # --kineto adds the torch.profiler twin (a second run, without nsys) to the same directory.
+    result = run_script("profile.sh", env, "static", "--kineto", *CPU_RUN, cwd=tmp)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp)
     return tmp, run, result
@@ -221,6 +223,24 @@ def test_metrics_frequency_must_be_a_number(tmp_path):
                         cwd=tmp_path)
     assert result.returncode == 2 and "--metrics=HZ needs a whole number" in result.stderr
     assert run_dirs(tmp_path) == []
+
+
+def test_profile_kineto_adds_the_torch_profiler_twin_to_the_run_directory(captured):
+    _, run, result = captured
+    events = json.loads(gzip.decompress((run / "kineto.json.gz").read_bytes()))["traceEvents"]
+    # Window 2:4 is steps 3 and 4, as record_function ranges; static checks every step.
+    assert [e["name"] for e in events if e.get("cat") == "user_annotation"] == [
+        "Step 3", "Model Forward", "Check Stop Condition",
+        "Step 4", "Model Forward", "Check Stop Condition"]
+    record = json.loads((run / "run.json").read_text())
+    own = json.loads((run / "kineto" / "run.json").read_text())
+    assert record["kineto"]["trace"] == str(run / "kineto.json.gz")
+    assert record["kineto"]["timing"] == own["timing"]
+    assert own["config"]["kineto"] == str(run / "kineto.json.gz")
+    assert "--kineto" in record["kineto"]["command"] and "--kineto" not in record["nsys"]["command"]
+    # On the CPU the trace has no GPU events: said in one line, and the capture still completes.
+    assert f"gapscope: error: {run / 'kineto.json.gz'}: no GPU events" in result.stderr
+    assert "warning: the torch.profiler trace could not be compared" in result.stderr
 
 
 # --- options and environment -----------------------------------------------------------------

@@ -68,7 +68,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         raise TraceError(f"{path}: empty file; export a capture with `nsys export --type sqlite`")
     if header != b"SQLite format 3\x00":
         raise TraceError(
-            f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`"
+            f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite` "
+            "(a torch.profiler trace is read from its .json or .json.gz)"
         )
     return sqlite3.connect(_uri(path), uri=True)
 
