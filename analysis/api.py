@@ -69,10 +69,10 @@ def describe(trace) -> str:
 def analyse_run(path: str | Path, step_pattern: str | None = None,
                 check_pattern: str | None = None, device: int | None = None,
                 metrics_only_ok: bool = True) -> tuple:
-    """(run, what made the trace (`describe`), [DeviceAnalysis]): what the CLI's commands share. A run
-    directory's untraced twin (untraced_steps.json) is set beside each device's analysis, and the
-    bandwidth floor (run.json's) in each summary. A capture of GPU metrics without a CUDA trace
-    gets the metrics-only analysis where `metrics_only_ok`, else one line."""
+    """(run, what made the trace (`describe`), [DeviceAnalysis]): what the CLI's commands share.
+    A run directory's untraced twin (untraced_steps.json) is set beside each device's analysis,
+    and the bandwidth floor (run.json's) in each summary. A capture of GPU metrics without a
+    CUDA trace gets the metrics-only analysis where `metrics_only_ok`, else one line."""
     run = resolve_run(str(path))
     trace = load_trace(run.trace_path)
     gpu = (run.info.get("versions") or {}).get("gpu")

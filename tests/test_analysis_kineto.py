@@ -166,7 +166,7 @@ def test_bad_kineto_input_gives_one_line_and_exit_2(tmp_path, kind):
     result = CliRunner().invoke(main, ["analyze", str(path)])
     assert result.exit_code == 2, result.output
     line = result.output.strip()
-    assert "\n" not in line and line.startswith(f"Error: {path}: ")
+    assert "\n" not in line and line.startswith(f"gapscope: error: {path}: ")
     assert BAD_KINETO[kind] in line
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
