@@ -50,8 +50,10 @@ def _copy_sql(con: sqlite3.Connection, table: str) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) SELECT {exprs} FROM {source}"
 
 
-def build(source: Path, copies: int, out: Path) -> int:
-    """Writes the tiled trace; returns its number of GPU ops."""
+def build(source: Path, copies: int, out: Path, repeat_names: bool = False) -> int:
+    """Writes the tiled trace; returns its number of GPU ops. With `repeat_names`, every tile
+    keeps the source's step names (Step 31..50 again and again, as in a capture of several
+    `generate()` calls) instead of numbering on."""
     shutil.copyfile(source, out)
     con = sqlite3.connect(out)
     t0, t1, max_corr = con.execute(SPAN_SQL).fetchone()
@@ -63,8 +65,9 @@ def build(source: Path, copies: int, out: Path) -> int:
     rows = {t: con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0] or 0 for t in present}
     sql = {t: _copy_sql(con, t) for t in present}
     for k in range(1, copies):
+        dstep = 0 if repeat_names else k * steps
         for t in present:
-            con.execute(sql[t], {"dt": k * dt, "dc": k * dc, "dstep": k * steps, "rows": rows[t]})
+            con.execute(sql[t], {"dt": k * dt, "dc": k * dc, "dstep": dstep, "rows": rows[t]})
     con.commit()
     ops = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in present if t.startswith("CUPTI_ACTIVITY_KIND_M") or t.endswith("KERNEL"))
