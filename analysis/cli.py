@@ -97,7 +97,7 @@ def db_option(f):
                              "missing; a run added again is replaced).")(f)
 
 
-def _store(db_path, labelled: list) -> None:
+def store_runs(db_path, labelled: list) -> None:
     """(label, run, analyses) into the database at db_path."""
     from analysis import db as db_mod
 
@@ -160,7 +160,7 @@ def analyze(trace, fmt, table, plot, db_path, step_pattern, check_pattern, devic
             _write(lambda p, a=a: plot_analysis(a, run.label, p), path)
             click.echo(f"gapscope: wrote {path}", err=True)
     if db_path:
-        _store(db_path, [(run.label, run, analyses)])
+        store_runs(db_path, [(run.label, run, analyses)])
 
 
 def _device_path(path: Path, device: int) -> Path:
@@ -182,7 +182,7 @@ def _compare_inputs(traces: tuple, options: Options) -> tuple:
         done = analyse_all(args, options, progress=bool(swept) or len(args) >= PROGRESS_FROM)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
-    pairs = [(run, analyses) for run, _, analyses in done]
+    pairs = [(run, analyses) for run, _, analyses, _ in done]
     runs = [r for r, _ in pairs]
     # Each run is compared on the device asked for, else its first device.
     firsts = [analyses[0] for _, analyses in pairs]
@@ -216,8 +216,7 @@ def compare(traces, fmt, db_path, where, step_pattern, check_pattern, device):
         runs, labels, firsts, pairs = _compare_inputs(
             traces, Options(step_pattern, check_pattern, device))
         if db_path:
-            _store(db_path, [(label, run, a) for label, (run, a) in zip(labels, pairs,
-                                                                         strict=True)])
+            store_runs(db_path, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
     elif db_path:
         runs, firsts = _stored(db_path, where)
         labels = unique_labels(runs)
@@ -287,7 +286,7 @@ def report(traces, out_dir, db_path, step_pattern, check_pattern, device):
     _write(lambda p: p.write_text(json.dumps(summaries, indent=1)), out / "summary.json")
     click.echo(f"gapscope: wrote {out / 'report.md'}", err=True)
     if db_path:
-        _store(db_path, [(label, run, a) for label, (run, a) in zip(labels, pairs, strict=True)])
+        store_runs(db_path, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
 
 
 @main.group(cls=Group)
@@ -308,7 +307,7 @@ def db_add(database, traces, step_pattern, check_pattern, device):
         sqlite3 runs.db "SELECT label, bubble_ns_median FROM runs"
     """
     runs, labels, _, pairs = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
-    _store(database, [(label, run, a) for label, (run, a) in zip(labels, pairs, strict=True)])
+    store_runs(database, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
 
 
 def _slug(label: str) -> str:

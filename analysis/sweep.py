@@ -64,10 +64,10 @@ def run_dirs(root: Path) -> list:
 
 
 def analyse_one(arg: str, options: Options) -> tuple:
-    """(run, export schema, [DeviceAnalysis]) of one argument."""
+    """(run, export schema, [DeviceAnalysis], the trace's strings) of one argument."""
     run = resolve_run(arg)
     trace = load_trace(run.trace_path)
-    return run, trace.schema_version, analyze(trace, options)
+    return run, trace.schema_version, analyze(trace, options), trace.strings
 
 
 def _workers(count: int) -> int:

@@ -135,3 +135,23 @@ def test_csv_prints_the_table_asked_for(tmp_path):
     assert len(lines) - 1 == summary["gaps"]
     streams = run("analyze", RUNS / "graphed", "--format", "csv", "--table", "streams").stdout
     assert streams.splitlines()[0] == "stream,ops,busy_ns,device"
+
+
+def test_study_of_a_directory_of_runs_tables_them_all_and_stores_them(tmp_path):
+    from analysis.study import main as study
+
+    sweep = tmp_path / "sweep"
+    for batch in ("b1", "b2"):
+        (sweep / batch).mkdir(parents=True)
+        for name in ("fused", "graphed"):
+            (sweep / batch / name).symlink_to(RUNS / name)
+    result = CliRunner().invoke(study, [str(sweep), "-o", str(tmp_path / "out"),
+                                        "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "RESULTS.md").read_text()
+    assert text.startswith("# Results: 4 runs under `sweep`")
+    rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| b")]
+    assert rows == ["| b1/fused", "| b1/graphed", "| b2/fused", "| b2/graphed"]
+    # b2's runs are b1's traces (links): added again, they replaced them
+    assert query(tmp_path / "s.db", "SELECT label FROM runs ORDER BY label") == [
+        ("b2/fused",), ("b2/graphed",)]
