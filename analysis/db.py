@@ -13,8 +13,10 @@ the schema; the file is the user's and opens in any SQLite tool.
 
 import hashlib
 import json
+import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import sqlite_utils
 
@@ -32,8 +34,6 @@ CHILD_TABLES = {
 INDEXES = {
     "runs": [["config_variant", "config_batch"], ["trace"]],
     "steps": [["run_id", "device", "step"]],
-    "gaps": [["run_id", "device", "cause"]],
-    "streams": [["run_id", "device", "stream"]],
 }
 
 
@@ -77,35 +77,36 @@ def run_row(run, label: str, digest: str, a) -> dict:
 
 
 def open_db(path) -> sqlite_utils.Database:
-    db = sqlite_utils.Database(path)
-    db.conn.execute("PRAGMA journal_mode = WAL")
-    return db
+    return sqlite_utils.Database(path)
 
 
-def _insert_frame(db: sqlite_utils.Database, name: str, df: pd.DataFrame, key: dict) -> None:
-    """A big table's rows in one executemany; sqlite-utils makes the table or adds the columns
-    it lacks from the first row (its own insert_all builds a dict a row: seconds a million)."""
-    df = df.assign(**key, row=range(len(df)))
-    cols = [*key, "row", *(c for c in df.columns if c not in key and c != "row")]
-    values = [column_values(df[c]) for c in cols]
-    first = {c: v[0] if len(v) else None for c, v in zip(cols, values, strict=True)}
-    table = db[name]
-    if not table.exists():
-        table.create({c: _sql_type(df[c], first[c]) for c in cols}, pk=None)
-    else:
-        table.add_missing_columns([first])
-    marks = ", ".join("?" for _ in cols)
-    names = ", ".join(f"[{c}]" for c in cols)
-    sql = f"INSERT INTO [{name}] ({names}) VALUES ({marks})"
-    db.conn.executemany(sql, zip(*values, strict=True))
+def _sql_type(series: pd.Series) -> str:
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_integer_dtype(series.dtype):
+        return "INTEGER"
+    return "REAL" if pd.api.types.is_float_dtype(series.dtype) else "TEXT"
 
 
-def _sql_type(series: pd.Series, first):
-    if pd.api.types.is_integer_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
-        return int
-    if pd.api.types.is_float_dtype(series.dtype):
-        return float
-    return type(first) if isinstance(first, (int, float)) else str
+def _keyed(frame: pd.DataFrame, run_id: str, device: int) -> pd.DataFrame:
+    out = frame.assign(run_id=run_id, device=device, row=np.arange(len(frame)))
+    return out[["run_id", "device", "row", *(c for c in frame.columns
+                                            if c not in ("run_id", "device", "row"))]]
+
+
+def _create_sql(name: str, df: pd.DataFrame) -> str:
+    """A child table: its rows stored in key order (WITHOUT ROWID), so rows written in order
+    append, and the key serves every per-run query and delete without another index."""
+    cols = ", ".join(f"[{c}] {_sql_type(df[c])}" for c in df.columns)
+    return (f"CREATE TABLE [{name}] ({cols}, PRIMARY KEY (run_id, device, row)) "
+            "WITHOUT ROWID")
+
+
+def _insert_rows(con, name: str, df: pd.DataFrame) -> None:
+    """Every row in one executemany: sqlite-utils' insert_all builds a dict a row (seconds a
+    million); the table's columns come from sqlite-utils (add_missing_columns) all the same."""
+    names = ", ".join(f"[{c}]" for c in df.columns)
+    sql = f"INSERT INTO [{name}] ({names}) VALUES ({', '.join('?' for _ in df.columns)})"
+    values = [column_values(df[c]) for c in df.columns]
+    con.executemany(sql, zip(*values, strict=True))
 
 
 def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
@@ -120,7 +121,12 @@ def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
         db["runs"].upsert_all(rows, pk=RUN_KEY, alter=True)
         for a in analyses:
             for name, frame in CHILD_TABLES.items():
-                _insert_frame(db, name, frame(a), {"run_id": run_id, "device": a.device})
+                df = _keyed(frame(a), run_id, a.device)
+                if not db[name].exists():
+                    db.conn.execute(_create_sql(name, df))
+                elif len(df):
+                    db[name].add_missing_columns(df.iloc[:1].to_dict("records"))
+                _insert_rows(db.conn, name, df)
     _ensure_indexes(db)
     return run_id
 
@@ -138,8 +144,6 @@ def _ensure_indexes(db: sqlite_utils.Database) -> None:
 
 def read_only(path) -> sqlite_utils.Database:
     """The database opened read-only (compare never changes it)."""
-    import sqlite3
-
     uri = f"{Path(path).resolve().as_uri()}?mode=ro"
     return sqlite_utils.Database(sqlite3.connect(uri, uri=True))
 
