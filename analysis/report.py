@@ -199,12 +199,12 @@ STEP_COLUMNS = ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "o
 
 def md_steps(a) -> str:
     header = [c.replace("_ns", " (µs)") for c in STEP_COLUMNS]
-    rows = [
-        [("" if v is None else (f"{v / 1e3:.1f}" if c.endswith("_ns") else v))
-         for c, v in ((c, plain(r[c])) for c in STEP_COLUMNS)]
-        for _, r in a.steps.iterrows()
-    ]
-    return md_table(header, rows)
+    cells = []
+    for c in STEP_COLUMNS:
+        values = a.steps[c].astype("Float64") / 1e3 if c.endswith("_ns") else a.steps[c]
+        fmt = "{:.1f}".format if c.endswith("_ns") else str
+        cells.append(["" if v is pd.NA else fmt(v) for v in values.tolist()])
+    return md_table(header, list(zip(*cells, strict=True)))
 
 
 def to_markdown(label: str, analyses: list) -> str:
