@@ -21,6 +21,7 @@ import pandas as pd
 import sqlite_utils
 
 from analysis.report import column_values, plain
+from analysis.runs import Run
 
 HASH_CHUNK = 1 << 20
 RUN_KEY = ("run_id", "device")
@@ -40,7 +41,7 @@ INDEXES = {
 def trace_hash(path: Path) -> str:
     """sha256 of the file's size, first MiB and last MiB: a million-op export is ~150 MiB, and
     reading all of it would cost more than writing its rows. Two different exports of one size
-    that agree on both ends would share a hash; nsys writes neither end twice the same."""
+    that agree on both ends would share a hash (and one would replace the other)."""
     h = hashlib.sha256()
     size = path.stat().st_size
     h.update(size.to_bytes(8, "little"))
@@ -175,8 +176,6 @@ class StoredAnalysis:
 
 def stored_for_compare(path, where: str | None) -> tuple:
     """(runs, analyses) of the database's runs that match `where`, for compare."""
-    from analysis.runs import Run
-
     db = read_only(path)
     try:
         rows = stored_runs(db, where)
