@@ -66,13 +66,13 @@ def describe(trace) -> str:
     return f"nsys export schema {trace.schema_version}"
 
 
-def analyse_run(path: str | Path, step_pattern: str | None = None,
-                check_pattern: str | None = None, device: int | None = None,
-                metrics_only_ok: bool = True) -> tuple:
-    """(run, what made the trace (`describe`), [DeviceAnalysis]): what the CLI's commands share.
-    A run directory's untraced twin (untraced_steps.json) is set beside each device's analysis,
-    and the bandwidth floor (run.json's) in each summary. A capture of GPU metrics without a
-    CUDA trace gets the metrics-only analysis where `metrics_only_ok`, else one line."""
+def load_and_analyse(path: str | Path, step_pattern: str | None = None,
+                     check_pattern: str | None = None, device: int | None = None,
+                     metrics_only_ok: bool = True) -> tuple:
+    """(run, trace, [DeviceAnalysis]) of one argument. A run directory's untraced twin
+    (untraced_steps.json) is set beside each device's analysis, and the bandwidth floor
+    (run.json's) in each summary. A capture of GPU metrics without a CUDA trace gets the
+    metrics-only analysis where `metrics_only_ok`, else one line."""
     run = resolve_run(str(path))
     trace = load_trace(run.trace_path)
     gpu = (run.info.get("versions") or {}).get("gpu")
@@ -91,6 +91,16 @@ def analyse_run(path: str | Path, step_pattern: str | None = None,
     if run.untraced_steps is not None and not trace.ops.empty:
         twin = read_untraced_steps(run.untraced_steps)
         analyses = [with_untraced(a, twin) for a in analyses]
+    return run, trace, analyses
+
+
+def analyse_run(path: str | Path, step_pattern: str | None = None,
+                check_pattern: str | None = None, device: int | None = None,
+                metrics_only_ok: bool = True) -> tuple:
+    """(run, what made the trace (`describe`), [DeviceAnalysis]): what the CLI's commands
+    share (load_and_analyse)."""
+    run, trace, analyses = load_and_analyse(path, step_pattern, check_pattern, device,
+                                            metrics_only_ok)
     return run, describe(trace), analyses
 
 

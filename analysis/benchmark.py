@@ -1,10 +1,13 @@
 """Speed of the whole analysis on a ~1M-GPU-op trace, next to nsys's projection report.
 
-    python -m analysis.benchmark [--copies 128] [--runs 3] [--nsys PATH]
+    python -m analysis.benchmark [--copies 150] [--repeat-names|--renumber] [--runs 3]
+                                 [--nsys PATH]
 
-Builds /tmp/gapscope-bench.sqlite by tiling a real export in time: each copy shifts every
-timestamp by the export's span and every correlationId by its largest one, and renumbers the
-step ranges, so the tiled trace is one long, consistent capture. This is the one place outside
+Builds bench.sqlite in a scratch directory of its own (removed at the end; several benchmarks
+may run at once) by tiling a real export in time: each copy shifts every timestamp by the
+export's span and every correlationId by its largest one, and keeps the step names (or renumbers
+them), so the tiled trace is one long, consistent capture. Then times each output (text, JSON,
+CSV, --db, report) in a fresh process. This is the one place outside
 the loader that touches SQLite, and it only writes its own scratch copy.
 """
 
@@ -13,13 +16,13 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import click
 
 DEFAULT_SOURCE = Path(__file__).resolve().parent.parent / "tests/data/h200-eager-static-bs16.sqlite"
-SCRATCH = Path("/tmp/gapscope-bench.sqlite")
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
            "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")
 STEP_PREFIX = "Step "
@@ -50,8 +53,10 @@ def _copy_sql(con: sqlite3.Connection, table: str) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) SELECT {exprs} FROM {source}"
 
 
-def build(source: Path, copies: int, out: Path) -> int:
-    """Writes the tiled trace; returns its number of GPU ops."""
+def build(source: Path, copies: int, out: Path, repeat_names: bool = False) -> int:
+    """Writes the tiled trace; returns its number of GPU ops. With `repeat_names`, every tile
+    keeps the source's step names (Step 31..50 again and again, as in a capture of several
+    `generate()` calls) instead of numbering on."""
     shutil.copyfile(source, out)
     con = sqlite3.connect(out)
     t0, t1, max_corr = con.execute(SPAN_SQL).fetchone()
@@ -63,8 +68,9 @@ def build(source: Path, copies: int, out: Path) -> int:
     rows = {t: con.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0] or 0 for t in present}
     sql = {t: _copy_sql(con, t) for t in present}
     for k in range(1, copies):
+        dstep = 0 if repeat_names else k * steps
         for t in present:
-            con.execute(sql[t], {"dt": k * dt, "dc": k * dc, "dstep": k * steps, "rows": rows[t]})
+            con.execute(sql[t], {"dt": k * dt, "dc": k * dc, "dstep": dstep, "rows": rows[t]})
     con.commit()
     ops = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in present if t.startswith("CUPTI_ACTIVITY_KIND_M") or t.endswith("KERNEL"))
@@ -72,33 +78,50 @@ def build(source: Path, copies: int, out: Path) -> int:
     return ops
 
 
-CHILD = """
-import resource, sys, time
-t = time.perf_counter()
-from analysis.readers import load_trace
-from analysis.summary import analyze
-a = analyze(load_trace(sys.argv[1]))
-wall = time.perf_counter() - t
-# Peak RSS of this process and of the forked reader the loader may use (KiB on Linux).
+# Each command runs in a fresh process under this wrapper, which prints the peak RSS (KiB on
+# Linux) of the process and of the processes it forked (the reader, sweep workers) when it ends.
+WRAPPER = """
+import resource, sys
+from analysis.cli import main
+try:
+    main(sys.argv[1:], prog_name="gapscope")
+except SystemExit as e:
+    if e.code:
+        raise
 own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-reader = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(wall, a[0].summary["steps"], a[0].summary["gaps"], own, reader)
+forked = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(own, forked, file=sys.stderr)
 """
+def commands(trace: Path, out: Path) -> dict:
+    """name -> gapscope arguments; each output goes to a file, as a user would redirect it."""
+    return {
+        "analyze --format text": ["analyze", str(trace)],
+        "analyze --format json": ["analyze", str(trace), "--format", "json"],
+        "analyze --format csv": ["analyze", str(trace), "--format", "csv"],
+        "analyze --format csv --table gaps": ["analyze", str(trace), "--format", "csv",
+                                              "--table", "gaps"],
+        "analyze --db FILE": ["analyze", str(trace), "--db", str(out / "bench.db")],
+        "report -o DIR": ["report", str(trace), "-o", str(out / "report")],
+    }
 
 
-def run_child(trace: Path) -> tuple:
-    """Wall time of one analysis in a fresh process (start and imports included), its own
-    wall time, steps, gaps, and the peak RSS (KiB) of it and of its forked reader."""
+def run_command(args: list, out_dir: Path) -> tuple:
+    """(wall s, peak RSS KiB of the process, of what it forked, output bytes) of one command in
+    a fresh process: start, imports and writing the output included."""
     root = Path(__file__).resolve().parent.parent
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir()
+    out = out_dir / "stdout"
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, str(trace)], cwd=root, check=True,
-                         capture_output=True, text=True).stdout.split()
+    with open(out, "wb") as f:
+        done = subprocess.run([sys.executable, "-c", WRAPPER, *args], cwd=root, check=True,
+                              stdout=f, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t
-    return wall, float(out[0]), int(out[1]), int(out[2]), int(out[3]), int(out[4])
+    own, forked = (int(x) for x in done.stderr.split()[-2:])
+    return wall, own, forked, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
 
 
-def run_nsys(nsys: str, trace: Path) -> float:
-    work = Path("/tmp/gapscope-bench-nsys")
+def run_nsys(nsys: str, trace: Path, work: Path) -> float:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     t = time.perf_counter()
@@ -109,27 +132,48 @@ def run_nsys(nsys: str, trace: Path) -> float:
 
 @click.command()
 @click.option("--source", type=click.Path(exists=True, dir_okay=False), default=DEFAULT_SOURCE)
-@click.option("--copies", default=128, show_default=True, help="Tiles of the source export.")
+@click.option("--copies", default=150, show_default=True, help="Tiles of the source export.")
+@click.option("--repeat-names/--renumber", default=True, show_default=True,
+              help="Keep the source's step names in every tile (a capture of several "
+                   "generate() calls), or number the steps on.")
 @click.option("--runs", default=3, show_default=True, help="Timed runs; the median is printed.")
 @click.option("--nsys", default=None, help="An nsys binary to time its projection report.")
-def main(source, copies, runs, nsys):
+def main(source, copies, repeat_names, runs, nsys):
+    """Times every output of gapscope on a tiled ~1M-op trace, each in a fresh process, and
+    nsys's projection report on the same file in the same run, interleaved (the machine's load
+    then weighs on both alike)."""
+    with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as scratch:
+        measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch))
+
+
+def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
+            scratch: Path) -> None:
+    trace = scratch / "bench.sqlite"
     t = time.perf_counter()
-    ops = build(Path(source), copies, SCRATCH)
-    click.echo(f"built {SCRATCH}: {ops} GPU ops, {SCRATCH.stat().st_size / 2**20:.0f} MiB "
-               f"in {time.perf_counter() - t:.1f} s")
-    results = [run_child(SCRATCH) for _ in range(runs)]
-    wall = statistics.median(r[0] for r in results)
-    inner = statistics.median(r[1] for r in results)
-    own_mib = max(r[4] for r in results) / 1024
-    reader_mib = max(r[5] for r in results) / 1024
-    click.echo(f"gapscope: {wall:.2f} s wall per analysis (process start and imports included; "
-               f"imports + load + analysis {inner:.2f} s), median of {runs}; peak RSS "
-               f"{own_mib:.0f} MiB, forked reader {reader_mib:.0f} MiB (the two overlap in "
-               f"time only while reading); {results[0][2]} steps, {results[0][3]} gaps")
+    ops = build(source, copies, trace, repeat_names)
+    click.echo(f"built {trace}: {ops} GPU ops, {trace.stat().st_size / 2**20:.0f} MiB "
+               f"in {time.perf_counter() - t:.1f} s ({'repeated' if repeat_names else 'renumbered'}"
+               " step names)")
+    todo = commands(trace, scratch / "out")
+    results = {name: [] for name in todo}
+    nsys_times = []
+    for _ in range(runs):
+        if nsys:
+            nsys_times.append(run_nsys(nsys, trace, scratch / "nsys"))
+        for name, args in todo.items():
+            results[name].append(run_command(args, scratch / "out"))
+    nsys_s = statistics.median(nsys_times) if nsys else None
+    click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | forked reader's | "
+               "written | / nsys |")
+    click.echo("| --- | --- | --- | --- | --- | --- |")
+    for name, rs in results.items():
+        wall = statistics.median(r[0] for r in rs)
+        own, forked = max(r[1] for r in rs) / 2**20, max(r[2] for r in rs) / 2**20
+        ratio = f"{wall / nsys_s:.2f}x" if nsys_s else "n/a"
+        click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {forked:.2f} GiB | "
+                   f"{rs[0][3] / 2**20:.1f} MiB | {ratio} |")
     if nsys:
-        times = [run_nsys(nsys, SCRATCH) for _ in range(runs)]
-        click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {statistics.median(times):.2f} s wall, "
-                   f"median of {runs}")
+        click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, median of {runs}")
 
 
 if __name__ == "__main__":

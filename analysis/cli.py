@@ -3,6 +3,7 @@
 import importlib
 import importlib.util
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -96,6 +97,26 @@ def _analyse(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple
         raise GapscopeError(str(e)) from None
 
 
+def db_option(f):
+    return click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+                        help="Also add the runs to this results database (SQLite; made if "
+                             "missing; a run added again is replaced).")(f)
+
+
+def store_runs(db_path, labelled: list) -> None:
+    """(label, run, analyses) into the database at db_path."""
+    from analysis import db as db_mod
+
+    try:
+        db = db_mod.open_db(db_path)
+        for label, run, analyses in labelled:
+            db_mod.add_run(db, run, label, analyses)
+        db.conn.close()
+    except (OSError, sqlite3.Error) as e:
+        raise GapscopeError(f"{db_path}: cannot write the database ({e})") from None
+    click.echo(f"gapscope: {len(labelled)} run(s) in {db_path}", err=True)
+
+
 @click.group(cls=Group)
 def main():
     """Where a decode loop leaves the GPU idle, step by step, and why: reads an nsys SQLite export.
@@ -112,10 +133,14 @@ def main():
 @click.argument("trace")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "md"]),
               default="text", show_default=True)
+@click.option("--table", type=click.Choice(report_mod.TABLES), default="steps",
+              show_default=True, help="The table --format csv prints: one row a step, a gap "
+                                      "or a stream (and device).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Also draw timeline, per-step bars and gap histogram into this PNG.")
+@db_option
 @pattern_options
-def analyze(trace, fmt, plot, step_pattern, check_pattern, device):
+def analyze(trace, fmt, table, plot, db_path, step_pattern, check_pattern, device):
     """Analyse one TRACE: an nsys .sqlite export or a run directory (capture.sqlite + run.json).
 
     \b
@@ -125,9 +150,11 @@ def analyze(trace, fmt, plot, step_pattern, check_pattern, device):
     options = Options(step_pattern, check_pattern, device)
     run, schema, analyses = _analyse(trace, options, metrics_only_ok=True)
     if fmt == "json":
-        click.echo(report_mod.to_json(analyses))
+        # Written as they are: click.echo would scan every chunk for terminal colour codes.
+        for chunk in report_mod.json_chunks(analyses):
+            sys.stdout.write(chunk)
     elif fmt == "csv":
-        click.echo(report_mod.to_csv(analyses), nl=False)
+        sys.stdout.write(report_mod.to_csv(analyses, table))
     elif fmt == "md":
         click.echo(report_mod.to_markdown(run.label, analyses), nl=False)
     else:
@@ -139,6 +166,8 @@ def analyze(trace, fmt, plot, step_pattern, check_pattern, device):
             path = Path(plot) if len(analyses) == 1 else _device_path(Path(plot), a.device)
             _write(lambda p, a=a: plot_analysis(a, run.label, p), path)
             click.echo(f"gapscope: wrote {path}", err=True)
+    if db_path:
+        store_runs(db_path, [(run.label, run, analyses)])
 
 
 def _device_path(path: Path, device: int) -> Path:
@@ -153,29 +182,55 @@ def _write(draw, path: Path) -> None:
 
 
 def _compare_inputs(traces: tuple, options: Options) -> tuple:
-    pairs = [(run, analyses) for run, _, analyses in (_analyse(t, options) for t in traces)]
+    from analysis.sweep import PROGRESS_FROM, analyse_all, expand, sweep_labels
+
+    try:
+        args, swept = expand(traces)
+        done = analyse_all(args, options, progress=bool(swept) or len(args) >= PROGRESS_FROM)
+    except TraceError as e:
+        raise GapscopeError(str(e)) from None
+    pairs = [(run, analyses) for run, _, analyses, _ in done]
     runs = [r for r, _ in pairs]
     # Each run is compared on the device asked for, else its first device.
     firsts = [analyses[0] for _, analyses in pairs]
-    return runs, unique_labels(runs), firsts, pairs
+    return runs, sweep_labels(args, unique_labels(runs), swept), firsts, pairs
 
 
 @main.command()
-@click.argument("traces", nargs=-1, required=True)
+@click.argument("traces", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
               show_default=True)
 @click.option("--wide", is_flag=True,
               help="Text: every run in one table, however wide (default: tables of 100 columns).")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="With TRACES: also add them to this results database. Without: compare "
+                   "the runs stored in it.")
+@click.option("--where", default=None,
+              help="With --db and no TRACES: only the runs this SQL condition on the runs "
+                   "table selects, e.g. \"config_variant LIKE 'pipelined%'\".")
 @pattern_options
-def compare(traces, fmt, wide, step_pattern, check_pattern, device):
-    """Compare TRACES (exports or run dirs) side by side, the first one as the baseline.
+def compare(traces, fmt, wide, db_path, where, step_pattern, check_pattern, device):
+    """Compare TRACES (exports, run dirs, or directories of run dirs), the first as the baseline.
 
     \b
     Example:
         gapscope compare tests/data/h200-eager-static-bs16.sqlite \\
                          tests/data/h200-eager-pipelined-seed-bs16.sqlite
+        gapscope compare traces/sweep-20261201/            # every run under it
+        gapscope compare --db runs.db --where "config_batch = 16"
     """
-    runs, labels, firsts, _ = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
+    if traces and where:
+        raise click.UsageError("--where selects runs of --db; give it without TRACES")
+    if traces:
+        runs, labels, firsts, pairs = _compare_inputs(
+            traces, Options(step_pattern, check_pattern, device))
+        if db_path:
+            store_runs(db_path, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
+    elif db_path:
+        runs, firsts = _stored(db_path, where)
+        labels = unique_labels(runs)
+    else:
+        raise click.UsageError("give TRACES to compare, or --db FILE")
     table = compare_mod.compare(labels, firsts, runs)
     spread = compare_mod.between_runs(firsts, runs)
     if fmt == "json":
@@ -187,18 +242,36 @@ def compare(traces, fmt, wide, step_pattern, check_pattern, device):
         click.echo(compare_mod.to_markdown(table), nl=False)
         if spread is not None:
             click.echo("\n" + compare_mod.between_runs_text(spread))
+    elif len(table) >= compare_mod.ROWS_FROM and not wide:
+        click.echo(compare_mod.to_text_rows(table))
     else:
         click.echo(compare_mod.to_text(table, width=None if wide else compare_mod.TEXT_WIDTH))
-        if spread is not None:
-            click.echo("\n" + compare_mod.between_runs_text(spread))
+    if fmt != "json" and spread is not None:
+        click.echo("\n" + compare_mod.between_runs_text(spread))
+
+
+def _stored(db_path, where) -> tuple:
+    from analysis import db as db_mod
+
+    if not Path(db_path).is_file():
+        raise GapscopeError(f"{db_path}: no such database; write one with --db or `gapscope db "
+                            "add`")
+    try:
+        runs, analyses = db_mod.stored_for_compare(db_path, where)
+    except sqlite3.Error as e:
+        raise GapscopeError(f"{db_path}: cannot read the runs ({e})") from None
+    if not runs:
+        raise GapscopeError(f"{db_path}: no run matches" + (f" {where!r}" if where else ""))
+    return runs, analyses
 
 
 @main.command()
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for report.md, its PNGs and summary.json.")
+@db_option
 @pattern_options
-def report(traces, out_dir, step_pattern, check_pattern, device):
+def report(traces, out_dir, db_path, step_pattern, check_pattern, device):
     """Write a Markdown report with plots for TRACES (exports or run dirs) into DIR.
 
     \b
@@ -229,6 +302,29 @@ def report(traces, out_dir, step_pattern, check_pattern, device):
     _write(lambda p: p.write_text(text), out / "report.md")
     _write(lambda p: p.write_text(json.dumps(summaries, indent=1)), out / "summary.json")
     click.echo(f"gapscope: wrote {out / 'report.md'}", err=True)
+    if db_path:
+        store_runs(db_path, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
+
+
+@main.group(cls=Group)
+def db():
+    """The results database: every run analysed, in one SQLite file (docs/METRICS.md)."""
+
+
+@db.command("add", cls=Command)
+@click.argument("database", type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True)
+@pattern_options
+def db_add(database, traces, step_pattern, check_pattern, device):
+    """Analyse TRACES (exports, run dirs, directories of run dirs) into DATABASE.
+
+    \b
+    Example:
+        gapscope db add runs.db traces/*/
+        sqlite3 runs.db "SELECT label, bubble_ns_median FROM runs"
+    """
+    runs, labels, _, pairs = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
+    store_runs(database, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
 
 
 def _slug(label: str) -> str:

@@ -270,3 +270,57 @@ def between_runs_text(table: pd.DataFrame) -> str:
             text += f", vs first [{d_lo / 1e6:+.3f}, {d_hi / 1e6:+.3f}] {verdict}"
         lines.append(text)
     return "\n".join(lines)
+
+
+# Many runs: one row a run (sweeps of tens of runs), the first run still the baseline.
+ROWS_FROM = 8
+ROW_COLUMNS = (
+    ("steps", lambda r: str(r["steps"])),
+    ("period ms", lambda r: _opt(_scaled(r["period_ns_median"], 1e6), ".3f")
+     + _noise(r, "period_ns_median")),
+    ("host ms", lambda r: _opt(_scaled(r["step_cpu_ns_median"], 1e6), ".3f")
+     + _noise(r, "step_cpu_ns_median")),
+    ("busy", lambda r: _opt(r["gpu_util"], ".1%")),
+    ("bubble µs", lambda r: _opt(_scaled(r["bubble_ns_median"], 1e3), ".1f")
+     + _noise(r, "bubble_ns_median")),
+    ("idle s/h/q ms", lambda r: "/".join(
+        f"{r[f'idle_{c}_ns'] / 1e6:.1f}" for c in ("sync", "host", "queued"))),
+    ("sync idle", lambda r: _opt(r["sync_idle_share"], ".1%")),
+    ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
+)
+TERMINAL_COLUMNS = 100
+
+
+def _scaled(value, scale: float):
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) \
+        else value / scale
+
+
+def _noise(row: dict, key: str) -> str:
+    flag = row.get(f"{key}_within_noise")
+    return "" if flag is None or row["_first"] else (" ~" if flag else " *")
+
+
+def to_text_rows(table: pd.DataFrame) -> str:
+    """One row a run, every column fitting 100 characters (labels cut with … where needed)."""
+    rows = [dict(r, _first=i == 0) for i, r in enumerate(table.to_dict("records"))]
+    columns = [(name, [cell(r) for r in rows]) for name, cell in ROW_COLUMNS]
+    columns = [(n, cells) for n, cells in columns if set(cells) != {"n/a"}]
+    widths = [max(len(n), *(len(c) for c in cells)) for n, cells in columns]
+    room = TERMINAL_COLUMNS - sum(w + 2 for w in widths)
+    labels = [_cut(str(r["label"]), max(room, 12)) for r in rows]
+    label_width = max(len("run"), *(len(x) for x in labels))
+    head = ["run".ljust(label_width)] + [n.rjust(w) for (n, _), w in zip(columns, widths,
+                                                                          strict=True)]
+    lines = ["  ".join(head)]
+    for i, label in enumerate(labels):
+        cells = [c[i].rjust(w) for (_, c), w in zip(columns, widths, strict=True)]
+        lines.append("  ".join([label.ljust(label_width), *cells]).rstrip())
+    note = ("medians (ms/step, µs); idle s/h/q: by cause sync/host/queued; sync idle: its share "
+            "of the\nwindow, as traced; untraced: ms/step from run.json; ~ within the first run's "
+            "noise, * beyond it\n(95% bootstrap CI)")
+    return "\n".join([*lines, "", note, *order_flips(table)])
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"

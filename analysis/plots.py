@@ -61,22 +61,61 @@ def draw_timeline(ax, a) -> None:
     ax.legend(loc="upper right", fontsize=7, ncol=4)
 
 
-def draw_step_bars(ax, a) -> None:
-    steps = a.steps
-    x = np.arange(len(steps))
+# More steps than this are drawn as this many bars, each the mean of a run of consecutive steps:
+# a bar per step of a 3000-step capture costs minutes in matplotlib and reads as noise.
+MAX_BARS = 120
+HIST_BINS = 40
+
+
+def step_bins(count: int, most: int = MAX_BARS) -> np.ndarray:
+    """The bar each of `count` steps falls in: runs of consecutive steps of (nearly) equal size."""
+    return np.arange(count) * min(count, most) // max(count, 1)
+
+
+def binned_parts(steps) -> tuple:
+    """(bin of each bar, {part: ns per step, averaged over each bar's steps}): the busy part and
+    the three idle parts, adding up to each step's period."""
     idle_parts = ["idle_wait_ns", "idle_host_ns", "idle_launch_ns"]
     period = steps["period_ns"].to_numpy(dtype=np.float64, na_value=0)
-    busy = period - steps[idle_parts].to_numpy(dtype=np.float64).sum(axis=1)
-    bottom = np.zeros(len(steps))
-    for part, values in [("busy", busy)] + [(p, steps[p].to_numpy(np.float64)) for p in idle_parts]:
-        ax.bar(x, values / 1e6, bottom=bottom, color=PART_COLORS[part],
+    idle = steps[idle_parts].to_numpy(dtype=np.float64)
+    parts = {"busy": period - idle.sum(axis=1)} | {p: idle[:, i] for i, p in enumerate(idle_parts)}
+    bins = step_bins(len(steps))
+    count = np.bincount(bins)
+    return bins, {p: np.bincount(bins, weights=v) / count for p, v in parts.items()}
+
+
+def draw_step_bars(ax, a) -> None:
+    steps = a.steps
+    bins, parts = binned_parts(steps)
+    x = np.arange(len(next(iter(parts.values()))))
+    bottom = np.zeros(len(x))
+    for part, values in parts.items():
+        ax.bar(x, values / 1e6, bottom=bottom, color=PART_COLORS[part], width=0.9,
                label=part.removeprefix("idle_").removesuffix("_ns"))
         bottom += values / 1e6
-    ax.set_xticks(x, [str(s) for s in steps["step"]], fontsize=7)
-    ax.set_xlabel("step")
+    names = steps["step"].astype(str).to_numpy()
+    firsts = np.searchsorted(bins, x)
+    ticks = x[:: max(1, len(x) // 20)]
+    binned = len(x) < len(steps)
+    ax.set_xticks(ticks, [f"{names[firsts[t]]}…" if binned else names[firsts[t]] for t in ticks],
+                  fontsize=7)
+    ax.set_xlabel(f"step (each bar the mean of {len(steps) / len(x):.0f} steps)" if binned
+                  else "step")
     ax.set_ylabel("ms of the step's GPU period")
     ax.set_title("per step: GPU busy and where the idle time went")
-    ax.legend(fontsize=7, ncol=4)
+    ax.legend(fontsize=7, ncol=4, loc="upper right")
+
+
+def gap_histogram(gaps) -> tuple:
+    """(log-spaced bin edges in µs, {cause: counts}) of the gap lengths, causes with gaps only."""
+    lengths_us = gaps["gap_ns"].to_numpy() / 1e3
+    edges = np.logspace(np.log10(max(lengths_us.min(), 1e-3)),
+                        np.log10(lengths_us.max()) + 1e-9, HIST_BINS + 1)
+    codes = gaps["cause"].cat.codes.to_numpy()
+    which = np.clip(np.searchsorted(edges, lengths_us, side="right") - 1, 0, HIST_BINS - 1)
+    counts = np.bincount(codes.astype(np.int64) * HIST_BINS + which,
+                         minlength=len(CAUSES) * HIST_BINS).reshape(len(CAUSES), HIST_BINS)
+    return edges, {c: counts[i] for i, c in enumerate(CAUSES) if counts[i].any()}
 
 
 def draw_gap_histogram(ax, a) -> None:
@@ -84,12 +123,12 @@ def draw_gap_histogram(ax, a) -> None:
     if gaps.empty:
         ax.text(0.5, 0.5, "no gaps", ha="center")
         return
-    lengths_us = gaps["gap_ns"].to_numpy() / 1e3
-    bins = np.logspace(np.log10(max(lengths_us.min(), 1e-3)), np.log10(lengths_us.max()) + 1e-9,
-                       40)
-    present = [c for c in CAUSES if (gaps["cause"] == c).any()]
-    ax.hist([lengths_us[gaps["cause"].to_numpy() == c] for c in present], bins=bins,
-            stacked=True, color=[CAUSE_COLORS[c] for c in present], label=present)
+    edges, counts = gap_histogram(gaps)
+    bottom = np.zeros(HIST_BINS)
+    for cause, n in counts.items():
+        ax.stairs(bottom + n, edges, baseline=bottom, fill=True, color=CAUSE_COLORS[cause],
+                  label=cause)
+        bottom += n
     ax.set_xscale("log")
     ax.set_xlabel("gap length (µs)")
     ax.set_ylabel("gaps")

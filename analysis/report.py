@@ -39,13 +39,30 @@ def records(df: pd.DataFrame) -> list:
             for row in df.itertuples(index=False, name=None)]
 
 
-def analysis_dict(a) -> dict:
+def column_values(series: pd.Series) -> list:
+    """One column as a JSON-ready list, without a Python call per value: NA and NaN as None."""
+    if series.dtype == object or isinstance(series.dtype, pd.CategoricalDtype):
+        return series.astype(object).where(series.notna(), None).tolist()
+    if series.hasnans:
+        return series.to_numpy(dtype=object, na_value=None).tolist()
+    return series.to_numpy().tolist()
+
+
+def columns(df: pd.DataFrame) -> dict:
+    """A big table columnar: {column: [values]}; `pandas.DataFrame(columns)` reads it back."""
+    return {c: column_values(df[c]) for c in df.columns}
+
+
+def analysis_dict(a, frames: bool = False) -> dict:
+    """One device's analysis as JSON-ready values; steps and gaps columnar. With `frames`, the
+    two stay DataFrames for json_chunks to write a column at a time. A metrics-only analysis
+    (no CUDA trace) has its summary and steps alone."""
     if isinstance(a, MetricsAnalysis):
-        return {"summary": plain(a.summary), "steps": records(a.steps)}
+        return {"summary": plain(a.summary), "steps": a.steps if frames else columns(a.steps)}
     return {
         "summary": plain(a.summary),
-        "steps": records(a.steps),
-        "gaps": records(a.gaps),
+        "steps": a.steps if frames else columns(a.steps),
+        "gaps": a.gaps if frames else columns(a.gaps),
         "streams": {
             "per_stream": records(a.streams),
             "pairs": records(a.pairs),
@@ -54,17 +71,53 @@ def analysis_dict(a) -> dict:
     }
 
 
-def to_json(analyses: list) -> str:
+def _json_chunks(value, indent: str, depth: int):
+    """JSON text in pieces: objects one key a line down to the columns, each column one line,
+    written by pandas' C encoder (a million values in a tenth of a second; `json.dumps` with
+    `indent` takes its pure-Python path, and a list of a million dicts takes gigabytes)."""
+    inner = indent + " "
+    if isinstance(value, pd.DataFrame):
+        yield "{\n"
+        for i, c in enumerate(value.columns):
+            yield f"{inner}{json.dumps(c)}: "
+            yield value[c].to_json(orient="values", double_precision=15)
+            yield ",\n" if i < len(value.columns) - 1 else "\n"
+        yield indent + "}"
+    elif isinstance(value, dict) and depth < 3 and value:
+        yield "{\n"
+        for i, (key, v) in enumerate(value.items()):
+            yield f"{inner}{json.dumps(key)}: "
+            yield from _json_chunks(v, inner, depth + 1)
+            yield ",\n" if i < len(value) - 1 else "\n"
+        yield indent + "}"
+    else:
+        yield json.dumps(value, allow_nan=False)
+
+
+def json_chunks(analyses: list):
+    """`analyze --format json` in pieces, to be written one after the other."""
     if len(analyses) == 1:
-        return json.dumps(analysis_dict(analyses[0]), indent=1)
-    return json.dumps({"devices": {str(a.device): analysis_dict(a) for a in analyses}}, indent=1)
+        yield from _json_chunks(analysis_dict(analyses[0], frames=True), "", 1)
+    else:
+        devices = {str(a.device): analysis_dict(a, frames=True) for a in analyses}
+        yield from _json_chunks({"devices": devices}, "", -1)
+    yield "\n"
 
 
-def to_csv(analyses: list) -> str:
-    """The per-step tables, one row per step and device."""
-    table = pd.concat([a.steps.assign(device=a.device) for a in analyses], ignore_index=True)
+def to_json(analyses: list) -> str:
+    return "".join(json_chunks(analyses))
+
+
+TABLES = ("steps", "gaps", "streams")
+
+
+def to_csv(analyses: list, table: str = "steps") -> str:
+    """One table (steps, gaps or streams), one row per step, gap or stream, and device."""
+    frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams}
+    out = pd.concat([frames[table](a).assign(device=a.device) for a in analyses],
+                    ignore_index=True)
     buf = io.StringIO()
-    table.to_csv(buf, index=False)
+    out.to_csv(buf, index=False)
     return buf.getvalue()
 
 
@@ -235,24 +288,21 @@ METRIC_STEP_COLUMNS = ("gr_active_pct", "sm_active_pct", "tensor_active_pct", "d
                        "dram_write_pct", "dram_read_gbps")
 
 
-def _step_cell(column: str, value) -> str:
-    if value is None:
-        return ""
-    if column.endswith("_ns"):
-        return f"{value / 1e3:.1f}"
-    if column.endswith(("_pct", "_gbps")):
-        return f"{value:.1f}" if column.endswith("_pct") else f"{value:.0f}"
-    return value
-
-
 def md_steps(a) -> str:
     base = STEP_COLUMNS if not isinstance(a, MetricsAnalysis) else ("step", "cpu_ns")
-    columns = base + tuple(c for c in (*TWIN_STEP_COLUMNS, *METRIC_STEP_COLUMNS)
-                           if c in a.steps.columns)
+    names = base + tuple(c for c in (*TWIN_STEP_COLUMNS, *METRIC_STEP_COLUMNS)
+                         if c in a.steps.columns)
     header = [c.replace("_ns", " (µs)").replace("_pct", " %").replace("_gbps", " GB/s")
-              for c in columns]
-    rows = [[_step_cell(c, plain(r[c])) for c in columns] for _, r in a.steps.iterrows()]
-    return md_table(header, rows)
+              for c in names]
+    # A column at a time: no Python call per row (a report of thousands of steps).
+    cells = []
+    for c in names:
+        numeric = c.endswith(("_ns", "_pct", "_gbps"))
+        values = a.steps[c].astype("Float64") / (1e3 if c.endswith("_ns") else 1) if numeric \
+            else a.steps[c]
+        fmt = "{:.0f}".format if c.endswith("_gbps") else "{:.1f}".format if numeric else str
+        cells.append(["" if v is pd.NA or v is None else fmt(v) for v in values.tolist()])
+    return md_table(header, list(zip(*cells, strict=True)))
 
 
 def md_metrics(a) -> str:

@@ -21,15 +21,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis import observer  # noqa: E402
-from analysis.cli import Command, GapscopeError  # noqa: E402
+from analysis.cli import Command, GapscopeError, store_runs  # noqa: E402
 from analysis.errors import TraceError  # noqa: E402
 from analysis.kernels import kernel_table, op_names, step_row  # noqa: E402
 from analysis.plots import plot_analysis, plot_bubbles  # noqa: E402
-from analysis.readers.nsys import load_trace, read_full_names  # noqa: E402
-from analysis.readers.untraced import read_untraced_steps  # noqa: E402
-from analysis.runs import resolve_run  # noqa: E402
-from analysis.summary import analyze  # noqa: E402
-from analysis.twin import with_untraced  # noqa: E402
+from analysis.readers.nsys import read_full_names  # noqa: E402
+from analysis.summary import Options  # noqa: E402
+from analysis.sweep import analyse_all, run_dirs  # noqa: E402
 
 LADDER = [
     "naive",
@@ -66,7 +64,10 @@ def benches(study: Path) -> dict:
 
 
 def captures(study: Path) -> dict:
-    """name -> run directory, the newest where a name was captured twice."""
+    """name -> run directory, the newest where a name was captured twice; in a directory of
+    run directories that is no study.sh one (no capture/), every run under it by its path."""
+    if not (study / "capture").is_dir():
+        return {d.relative_to(study).as_posix(): d for d in run_dirs(study)}
     found = {}
     for d in sorted((study / "capture").glob("*Z-*")):
         if (d / "capture.sqlite").is_file():
@@ -206,13 +207,9 @@ def finish_options_table(b: dict) -> pd.DataFrame:
 def capture_rows(caps: dict) -> tuple:
     """The summary of each capture's analysis, and the analyses themselves for the plots."""
     rows, analyses = [], {}
-    for name, d in caps.items():
-        run = resolve_run(str(d))
-        trace = load_trace(run.trace_path)
-        (a,) = analyze(trace)
-        if run.untraced_steps is not None:
-            a = with_untraced(a, read_untraced_steps(run.untraced_steps))
-        analyses[name] = (a, run, trace.strings)
+    done = analyse_all([str(d) for d in caps.values()], Options(), progress=len(caps) > 1)
+    for name, (run, _, (a, *_), strings) in zip(caps, done, strict=True):
+        analyses[name] = (a, run, strings)
         s = a.summary
         idle = s["idle_ns"] or 1
         traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
@@ -463,15 +460,20 @@ def write_part(study: Path, out: Path) -> Path:
     return path
 
 
-def write_results(study: Path, out: Path, notes: Path | None) -> Path:
+def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
+    """(RESULTS.md's path, the analyses of the captures by name)."""
     b = benches(study)
-    if "ladder" not in b:
+    found = captures(study)
+    if "ladder" not in b and not found:
         raise GapscopeError(
-            f"{study}: no bench-ladder.json: is this a directory of scripts/study.sh?"
+            f"{study}: no bench-ladder.json and no run directory under it: is this a directory "
+            "of scripts/study.sh, or of run directories?"
         )
     fig = out / "figures"
     fig.mkdir(parents=True, exist_ok=True)
-    caps, analyses = capture_rows(captures(study))
+    caps, analyses = capture_rows(found)
+    if "ladder" not in b:
+        return runs_results(study, out, notes, caps, analyses), analyses
     lad = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
     lad = lad.loc[[v for v in LADDER if v in lad.index]]
     plot_bars(
@@ -548,6 +550,21 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
             parts.append(f"![timeline {name}](figures/timeline-{name}.png)")
     path = out / "RESULTS.md"
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
+    return path, analyses
+
+
+def runs_results(study: Path, out: Path, notes: Path | None, caps: pd.DataFrame,
+                 analyses: dict) -> Path:
+    """RESULTS.md of a directory of run directories (no bench files): the captures' table and
+    where each one's GPU time goes."""
+    plot_idle(out / "figures" / "idle.png", analyses)
+    parts = [f"# Results: {len(caps)} runs under `{study.name}`\n\n{environment(analyses, {})}. "
+             f"Regenerate with `python -m analysis.study {study} -o DIR`."]
+    if notes is not None:
+        parts.append(notes.read_text().strip())
+    parts += section("## What the captures show", caps, "idle")
+    path = out / "RESULTS.md"
+    path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path
 
 
@@ -566,6 +583,8 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     default=None,
     help="A Markdown file of commentary to put after the header, as it is.",
 )
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also add the captures to this results database.")
 @click.option(
     "--part",
     type=click.Choice(["observer"]),
@@ -573,8 +592,9 @@ def write_results(study: Path, out: Path, notes: Path | None) -> Path:
     help="Rewrite only this part of OUT/RESULTS.md (between its markers), from STUDY/observer "
     "or STUDY itself when it is an overhead.sh directory.",
 )
-def main(study, out, notes, part):
-    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh.
+def main(study, out, notes, db_path, part):
+    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, or any
+    directory of run directories (every run under it, analysed in parallel).
 
     \b
     Example:
@@ -586,10 +606,15 @@ def main(study, out, notes, part):
             f"{study}: not a directory; pass the study directory of scripts/study.sh"
         )
     try:
-        path = write_part(study, out) if part else write_results(study, out, notes)
+        if part:
+            path, analyses = write_part(study, out), {}
+        else:
+            path, analyses = write_results(study, out, notes)
     except (TraceError, OSError, KeyError, json.JSONDecodeError) as e:
         raise GapscopeError(f"{study}: cannot make the results ({e})") from None
     click.echo(f"gapscope: wrote {path}", err=True)
+    if db_path:
+        store_runs(db_path, [(name, run, [a]) for name, (a, run, _) in analyses.items()])
 
 
 if __name__ == "__main__":

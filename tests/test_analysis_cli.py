@@ -31,9 +31,12 @@ def test_analyze_json_has_the_four_keys_and_metrics_names():
     assert set(out) == {"summary", "steps", "gaps", "streams"}
     assert out["summary"]["window_ns"] == 180644905
     assert out["summary"]["idle_ns_by_cause"]["sync"] == 3578243
-    assert len(out["steps"]) == 20 and out["steps"][0]["bubble_ns"] is None
-    assert out["steps"][1]["bubble_ns"] == 222302
-    assert len(out["gaps"]) == 7839
+    # steps and gaps are columnar: {column: [one value a row]}
+    assert len(out["steps"]["step"]) == 20 and out["steps"]["bubble_ns"][0] is None
+    assert out["steps"]["bubble_ns"][1] == 222302
+    assert len(out["gaps"]["gap_ns"]) == 7839 and sum(out["gaps"]["gap_ns"]) == 156781 - 156781 \
+        + 180644905 - 23864070
+    assert set(out["gaps"]["cause"]) == {"sync", "host", "queued"}
     assert set(out["streams"]) == {"per_stream", "pairs", "checks"}
 
 

@@ -1,0 +1,187 @@
+"""The results database: every analysed run in one SQLite file, written with sqlite-utils.
+
+    runs     one row per run and device: where the trace is, its hash, run.json flattened
+             (config_*, versions_*, untraced_*, timing_*), every summary number (flattened)
+    steps    one row per step   } keyed by (run_id, device); `row` is the position in the run,
+    gaps     one row per gap    } since step names may repeat (several generate() calls)
+    streams  one row per stream }
+
+A run is its trace's content: adding the same trace again (from any path) replaces its rows.
+A key no earlier run had becomes a new column (sqlite-utils' `alter=True`). METRICS.md documents
+the schema; the file is the user's and opens in any SQLite tool.
+"""
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import sqlite_utils
+
+from analysis.report import column_values, plain
+from analysis.runs import Run
+
+HASH_CHUNK = 1 << 20
+RUN_KEY = ("run_id", "device")
+# The tables keyed by run, and how each comes from a DeviceAnalysis. Another per-run table (the
+# GPU metrics) is one more entry here and one more line in METRICS.md.
+CHILD_TABLES = {
+    "steps": lambda a: a.steps,
+    "gaps": lambda a: a.gaps,
+    "streams": lambda a: a.streams,
+}
+INDEXES = {
+    "runs": [["config_variant", "config_batch"], ["trace"]],
+    "steps": [["run_id", "device", "step"]],
+}
+
+
+def trace_hash(path: Path) -> str:
+    """sha256 of the file's size, first MiB and last MiB: a million-op export is ~150 MiB, and
+    reading all of it would cost more than writing its rows. Two different exports of one size
+    that agree on both ends would share a hash (and one would replace the other)."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    h.update(size.to_bytes(8, "little"))
+    with open(path, "rb") as f:
+        h.update(f.read(HASH_CHUNK))
+        if size > HASH_CHUNK:
+            f.seek(max(HASH_CHUNK, size - HASH_CHUNK))
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def flatten(value, prefix: str = "") -> dict:
+    """Nested dicts as one level, keys joined by `_` ({"config": {"batch": 8}} -> config_batch);
+    lists as JSON text."""
+    out = {}
+    for key, v in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(v, dict):
+            out |= flatten(v, f"{name}_")
+        elif isinstance(v, (list, tuple)):
+            out[name] = json.dumps(plain(v))
+        else:
+            out[name] = plain(v)
+    return out
+
+
+def run_row(run, label: str, digest: str, a) -> dict:
+    """The runs row of one run and device."""
+    info = {k: v for k, v in run.info.items() if isinstance(v, dict)}
+    return {"run_id": digest[:16], "device": a.device, "label": label,
+            "trace": str(Path(run.trace_path).resolve()), "trace_hash": digest,
+            **flatten(info), **{k: v for k, v in flatten(a.summary).items() if k != "device"},
+            "run_json": json.dumps(run.info, sort_keys=True)}
+
+
+def open_db(path) -> sqlite_utils.Database:
+    return sqlite_utils.Database(path)
+
+
+def _sql_type(series: pd.Series) -> str:
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_integer_dtype(series.dtype):
+        return "INTEGER"
+    return "REAL" if pd.api.types.is_float_dtype(series.dtype) else "TEXT"
+
+
+def _keyed(frame: pd.DataFrame, run_id: str, device: int) -> pd.DataFrame:
+    out = frame.assign(run_id=run_id, device=device, row=np.arange(len(frame)))
+    return out[["run_id", "device", "row", *(c for c in frame.columns
+                                            if c not in ("run_id", "device", "row"))]]
+
+
+def _create_sql(name: str, df: pd.DataFrame) -> str:
+    """A child table: its rows stored in key order (WITHOUT ROWID), so rows written in order
+    append, and the key serves every per-run query and delete without another index."""
+    cols = ", ".join(f"[{c}] {_sql_type(df[c])}" for c in df.columns)
+    return (f"CREATE TABLE [{name}] ({cols}, PRIMARY KEY (run_id, device, row)) "
+            "WITHOUT ROWID")
+
+
+def _insert_rows(con, name: str, df: pd.DataFrame) -> None:
+    """Every row in one executemany: sqlite-utils' insert_all builds a dict a row (seconds a
+    million); the table's columns come from sqlite-utils (add_missing_columns) all the same."""
+    names = ", ".join(f"[{c}]" for c in df.columns)
+    sql = f"INSERT INTO [{name}] ({names}) VALUES ({', '.join('?' for _ in df.columns)})"
+    values = [column_values(df[c]) for c in df.columns]
+    con.executemany(sql, zip(*values, strict=True))
+
+
+def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
+    """Writes (or replaces) one run's rows in every table; returns its run_id."""
+    digest = trace_hash(Path(run.trace_path))
+    run_id = digest[:16]
+    with db.conn:
+        for name in ("runs", *CHILD_TABLES):
+            if db[name].exists():
+                db.conn.execute(f"DELETE FROM [{name}] WHERE run_id = ?", (run_id,))
+        rows = [run_row(run, label, digest, a) for a in analyses]
+        db["runs"].upsert_all(rows, pk=RUN_KEY, alter=True)
+        for a in analyses:
+            for name, frame in CHILD_TABLES.items():
+                df = _keyed(frame(a), run_id, a.device)
+                if not db[name].exists():
+                    db.conn.execute(_create_sql(name, df))
+                elif len(df):
+                    db[name].add_missing_columns(df.iloc[:1].to_dict("records"))
+                _insert_rows(db.conn, name, df)
+    _ensure_indexes(db)
+    return run_id
+
+
+def _ensure_indexes(db: sqlite_utils.Database) -> None:
+    for name, indexes in INDEXES.items():
+        table = db[name]
+        if not table.exists():
+            continue
+        have = {tuple(i.columns) for i in table.indexes}
+        for columns in indexes:
+            if tuple(columns) not in have and set(columns) <= set(table.columns_dict):
+                table.create_index(columns, if_not_exists=True)
+
+
+def read_only(path) -> sqlite_utils.Database:
+    """The database opened read-only (compare never changes it)."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    return sqlite_utils.Database(sqlite3.connect(uri, uri=True))
+
+
+def stored_runs(db: sqlite_utils.Database, where: str | None) -> list:
+    """The runs rows that match `where` (SQL over the runs table), in the order they were
+    added."""
+    return list(db["runs"].rows_where(where, order_by="rowid"))
+
+
+def stored_steps(db: sqlite_utils.Database, run_id: str, device: int) -> pd.DataFrame:
+    rows = db.execute("SELECT * FROM steps WHERE run_id = ? AND device = ? ORDER BY row",
+                      [run_id, device])
+    names = [d[0] for d in rows.description]
+    return pd.DataFrame(rows.fetchall(), columns=names)
+
+
+class StoredAnalysis:
+    """What compare reads of an analysis, rebuilt from the database: device, summary, steps."""
+
+    def __init__(self, row: dict, steps: pd.DataFrame):
+        self.device = row["device"]
+        self.summary = dict(row)
+        self.summary["idle_ns_by_cause"] = {
+            k.removeprefix("idle_ns_by_cause_"): v for k, v in row.items()
+            if k.startswith("idle_ns_by_cause_")}
+        self.steps = steps
+
+
+def stored_for_compare(path, where: str | None) -> tuple:
+    """(runs, analyses) of the database's runs that match `where`, for compare."""
+    db = read_only(path)
+    try:
+        rows = stored_runs(db, where)
+        runs = [Run(Path(r["trace"]), r["label"], json.loads(r["run_json"] or "{}"))
+                for r in rows]
+        analyses = [StoredAnalysis(r, stored_steps(db, r["run_id"], r["device"])) for r in rows]
+    finally:
+        db.conn.close()
+    return runs, analyses

@@ -1,0 +1,99 @@
+"""Many runs at once: directories of run directories expanded, runs analysed in parallel
+processes (one per core), progress on stderr."""
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from analysis import api
+from analysis.errors import TraceError
+from analysis.runs import TRACE_NAME
+from analysis.summary import Options
+
+# From this many runs on, progress is shown even when they were named one by one.
+PROGRESS_FROM = 8
+
+
+def is_sweep(path: Path) -> bool:
+    """A directory that is no run directory itself (no trace in it) but holds some under it."""
+    return path.is_dir() and not (path / TRACE_NAME).is_file() and not any(path.glob("*.sqlite"))
+
+
+def expand(args) -> tuple:
+    """(the runs the arguments name, {run: its path under the sweep} for the swept ones): each
+    sweep directory becomes the run directories under it (any depth, sorted by path)."""
+    out, swept = [], {}
+    for arg in args:
+        path = Path(arg)
+        if not is_sweep(path):
+            out.append(str(arg))
+            continue
+        found = run_dirs(path)
+        if not found:
+            raise TraceError(f"{path}: no run directory ({TRACE_NAME}) under it; pass run "
+                             "directories, .sqlite exports, or a directory of run directories")
+        out += [str(p) for p in found]
+        swept |= {str(p): p.relative_to(path).as_posix() for p in found}
+    return out, swept
+
+
+def sweep_labels(args: list, labels: list, swept: dict) -> list:
+    """A swept run is named by its path under the sweep (which says what varied), with the
+    variant in front unless the path already names it."""
+    out = []
+    for arg, label in zip(args, labels, strict=True):
+        where = swept.get(arg)
+        variant = label.split(" (")[0]
+        out.append(label if where is None else where if variant in where
+                   else f"{variant} {where}")
+    return out
+
+
+def run_dirs(root: Path) -> list:
+    """The run directories under root, sorted by path; symlinked ones too (a sweep is often
+    assembled from links), never looking inside a run directory."""
+    found = []
+    for here, subdirs, files in os.walk(root, followlinks=True):
+        if TRACE_NAME in files:
+            found.append(Path(here))
+            subdirs.clear()
+        subdirs.sort()
+    return sorted(found)
+
+
+def analyse_one(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple:
+    """(run, what made the trace, [DeviceAnalysis], the trace's strings) of one argument."""
+    run, trace, analyses = api.load_and_analyse(arg, options.step_pattern, options.check_pattern,
+                                                options.device, metrics_only_ok)
+    return run, api.describe(trace), analyses, trace.strings
+
+
+def _workers(count: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(count, cores or 1))
+
+
+def analyse_all(args: list, options: Options, progress: bool = False) -> list:
+    """analyse_one of each argument, in order; in parallel processes where there are several
+    runs and cores (forked on Linux: no re-import)."""
+    workers = _workers(len(args))
+    if workers == 1 or not sys.platform.startswith("linux"):
+        results = []
+        for i, arg in enumerate(args):
+            results.append(analyse_one(arg, options))
+            _report(progress, i + 1, len(args), arg)
+        return results
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(analyse_one, arg, options) for arg in args]
+        results = []
+        for i, (arg, future) in enumerate(zip(args, futures, strict=True)):
+            results.append(future.result())
+            _report(progress, i + 1, len(args), arg)
+        return results
+
+
+def _report(progress: bool, done: int, total: int, arg: str) -> None:
+    if progress:
+        print(f"gapscope: analysed {done}/{total}: {arg}", file=sys.stderr, flush=True)

@@ -1,0 +1,157 @@
+"""The results database (`--db`, `gapscope db add`, `compare --db`) and directory sweeps."""
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analysis.cli import main
+
+RUNS = Path(__file__).parent / "data" / "runs"
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def query(path, sql):
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def counts(path, key="label") -> dict:
+    sql = f"SELECT {key}, count(*) FROM {{}} JOIN runs USING (run_id, device) GROUP BY {key}"
+    return {t: dict(query(path, sql.format(t))) for t in ("steps", "gaps", "streams")}
+
+
+@pytest.fixture
+def two_runs_db(tmp_path):
+    db = tmp_path / "runs.db"
+    result = run("db", "add", db, RUNS / "static", RUNS / "graphed")
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def test_the_database_holds_every_row_the_json_has(two_runs_db):
+    expected = {}
+    for name in ("static", "graphed"):
+        out = json.loads(run("analyze", RUNS / name, "--format", "json").stdout)
+        expected[name] = out
+    assert counts(two_runs_db) == {
+        "steps": {n: len(o["steps"]["step"]) for n, o in expected.items()},
+        "gaps": {n: len(o["gaps"]["gap_ns"]) for n, o in expected.items()},
+        "streams": {n: len(o["streams"]["per_stream"]) for n, o in expected.items()},
+    }
+    (row,) = query(two_runs_db, "SELECT config_variant, config_batch, versions_torch, window_ns, "
+                                "idle_ns_by_cause_sync, untraced_ms_per_step_median, trace_hash "
+                                "FROM runs WHERE label = 'static'")
+    s = expected["static"]["summary"]
+    assert row[:6] == ("static", 32, "2.11.0+cu130", s["window_ns"],
+                       s["idle_ns_by_cause"]["sync"], 5.74724199)
+    assert len(row[6]) == 64
+    gaps = query(two_runs_db, "SELECT sum(gap_ns), count(DISTINCT cause) FROM gaps JOIN runs "
+                              "USING (run_id, device) WHERE label = 'graphed'")
+    assert gaps == [(expected["graphed"]["summary"]["idle_ns"], 1)]
+
+
+def test_adding_a_run_again_replaces_it_from_any_path(two_runs_db, tmp_path):
+    before = counts(two_runs_db, "run_id")
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(RUNS / "static", copy)
+    assert run("db", "add", two_runs_db, RUNS / "static", copy).exit_code == 0
+    assert counts(two_runs_db, "run_id") == before
+    assert query(two_runs_db, "SELECT count(*) FROM runs") == [(2,)]
+    assert query(two_runs_db, "SELECT trace FROM runs WHERE label LIKE 'static%'") == [
+        (str((copy / "capture.sqlite").resolve()),)]
+
+
+def test_a_key_new_in_a_later_run_becomes_a_column(two_runs_db, tmp_path):
+    later = tmp_path / "later"
+    shutil.copytree(RUNS / "fused", later)
+    info = json.loads((later / "run.json").read_text())
+    info["config"]["kv_layout"] = "paged"
+    (later / "run.json").write_text(json.dumps(info))
+    assert run("analyze", later, "--db", two_runs_db).exit_code == 0
+    assert query(two_runs_db, "SELECT label, config_kv_layout FROM runs ORDER BY rowid") == [
+        ("static", None), ("graphed", None), ("fused", "paged")]
+
+
+def test_compare_from_the_database_matches_compare_of_the_traces(two_runs_db):
+    direct = run("compare", RUNS / "static", RUNS / "graphed").stdout
+    stored = run("compare", "--db", two_runs_db)
+    assert stored.exit_code == 0, stored.output
+    assert stored.stdout == direct
+    only = run("compare", "--db", two_runs_db, "--where", "config_variant = 'graphed'").stdout
+    assert only.splitlines()[0].split() == ["graphed"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--where", "no_such_column = 1"], "cannot read the runs (no such column: no_such_column)"),
+    (["--where", "config_batch = 999"], "no run matches 'config_batch = 999'"),
+])
+def test_compare_db_errors_are_one_line(two_runs_db, args, message):
+    result = run("compare", "--db", two_runs_db, *args)
+    assert result.exit_code == 2
+    assert result.output == f"Error: {two_runs_db}: {message}\n"
+
+
+def test_a_directory_of_runs_is_one_row_a_run_in_100_columns(tmp_path):
+    sweep = tmp_path / "sweep"
+    names = ["fused", "fused-b2", "graphed", "graphed-sync"]
+    for repeat in range(2):
+        for name in names:
+            (sweep / f"r{repeat}").mkdir(parents=True, exist_ok=True)
+            (sweep / f"r{repeat}" / name).symlink_to(RUNS / name)
+    result = run("compare", sweep, "--db", tmp_path / "sweep.db")
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.stderr.splitlines() if "analysed" in line]
+    assert progress[0] == f"gapscope: analysed 1/8: {sweep / 'r0' / 'fused'}"
+    assert len(progress) == 8
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["run", "steps", "period"]
+    assert [line.split()[0] for line in lines[1:9]] == [
+        f"r{r}/{n}" for r in range(2) for n in names]
+    assert max(len(line) for line in lines) <= 100
+    assert query(tmp_path / "sweep.db", "SELECT count(*) FROM runs") == [(4,)]
+
+
+def test_an_empty_directory_is_one_line(tmp_path):
+    result = run("compare", tmp_path)
+    assert result.exit_code == 2
+    assert "no run directory (capture.sqlite) under it" in result.output
+
+
+def test_csv_prints_the_table_asked_for(tmp_path):
+    gaps = run("analyze", RUNS / "graphed", "--format", "csv", "--table", "gaps").stdout
+    lines = gaps.splitlines()
+    assert lines[0].startswith("step,start_ns,end_ns,gap_ns")
+    summary = json.loads(run("analyze", RUNS / "graphed", "--format", "json").stdout)["summary"]
+    assert len(lines) - 1 == summary["gaps"]
+    streams = run("analyze", RUNS / "graphed", "--format", "csv", "--table", "streams").stdout
+    assert streams.splitlines()[0] == "stream,ops,busy_ns,device"
+
+
+def test_study_of_a_directory_of_runs_tables_them_all_and_stores_them(tmp_path):
+    from analysis.study import main as study
+
+    sweep = tmp_path / "sweep"
+    for batch in ("b1", "b2"):
+        (sweep / batch).mkdir(parents=True)
+        for name in ("fused", "graphed"):
+            (sweep / batch / name).symlink_to(RUNS / name)
+    result = CliRunner().invoke(study, [str(sweep), "-o", str(tmp_path / "out"),
+                                        "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "out" / "RESULTS.md").read_text()
+    assert text.startswith("# Results: 4 runs under `sweep`")
+    rows = [line.split(" | ")[0] for line in text.splitlines() if line.startswith("| b")]
+    assert rows == ["| b1/fused", "| b1/graphed", "| b2/fused", "| b2/graphed"]
+    # b2's runs are b1's traces (links): added again, they replaced them
+    assert query(tmp_path / "s.db", "SELECT label FROM runs ORDER BY label") == [
+        ("b2/fused",), ("b2/graphed",)]
