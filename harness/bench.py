@@ -14,8 +14,8 @@ import torch
 
 from harness.config import RunConfig, bench_configs
 from harness.instrument import no_window
-from harness.model import weight_bytes
-from harness.run import load_model, make_decoder, sync, versions
+from harness.model import model_record, weight_bytes
+from harness.run import load_model, make_decoder, sync, tokens_sha256, versions
 from harness.variants import expandable_share, set_expandable_segments
 
 COPY_BYTES_CUDA = 1 << 30
@@ -34,7 +34,8 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int) -> dict:
     # Options as given: compile None and k None mean each variant's own default.
     config = {**cfg.to_json(), "variant": ",".join(variants), "compile": cfg.compile, "k": cfg.k,
               "repeats": repeats}
-    return {"config": config, "versions": versions(), "copy_bytes_per_s": rate, "results": results}
+    return {"config": config, "model": model_record(cfg.model, model), "versions": versions(),
+            "copy_bytes_per_s": rate, "results": results}
 
 
 def copy_bytes_per_s(device: str, repeats: int = 5) -> float:
@@ -99,6 +100,7 @@ def bench_variant(model, cfg: RunConfig, repeats: int, copy_rate: float) -> dict
         "weight_floor_ms_per_step": floor_ms,
         "weight_floor_pct": 100 * floor_ms / step_ms[1],
         "expandable_segment_share": expandable_share(),
+        "tokens_sha256": tokens_sha256(result["tokens"]),
     }
 
 
