@@ -70,7 +70,8 @@ PRESETS = {
 
 
 class ModelError(ValueError):
-    """A --model that names nothing buildable (config.ConfigError's message, one line)."""
+    """A --model that names nothing buildable, in one line: the harness raises it as a
+    config.ConfigError (which imports this module)."""
 
 
 def parse_model(name: str) -> tuple[str, str | None, Path | None]:
@@ -104,13 +105,18 @@ def model_family(name: str) -> str:
 
 
 def build_config(name: str):
-    """The transformers config of a preset or a directory (local files only)."""
+    """The transformers config of a preset or a directory (local files only), its BOS/EOS
+    checked (special_tokens) before any model is built."""
     from transformers import CONFIG_MAPPING, AutoConfig
 
     arch, size, path = parse_model(name)
-    if path is not None:
-        return AutoConfig.from_pretrained(path, local_files_only=True)
-    return CONFIG_MAPPING[arch](**PRESETS[arch, size])
+    try:
+        config = (AutoConfig.from_pretrained(path, local_files_only=True) if path is not None
+                  else CONFIG_MAPPING[arch](**PRESETS[arch, size]))
+        special_tokens(config)
+    except (OSError, ValueError, KeyError) as e:
+        raise ModelError(f"--model {name}: {_first_line(e)}") from None
+    return config
 
 
 def build_model(name: str, dtype: str, device: str, seed: int):
@@ -120,31 +126,41 @@ def build_model(name: str, dtype: str, device: str, seed: int):
     from transformers import AutoModelForCausalLM
 
     path = parse_model(name)[2]
+    config = build_config(name)
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     # SDPA is the eager default; naming it keeps every variant on the same attention kernels.
-    if path is not None and has_weights(path):
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch_dtype,
-                                                     attn_implementation="sdpa")
-    else:
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(build_config(name), attn_implementation="sdpa")
-    special_tokens(model)  # a model without an EOS id is refused before anything runs
+    try:
+        if path is not None and has_weights(path):
+            model = AutoModelForCausalLM.from_pretrained(
+                path, config=config, local_files_only=True, dtype=torch_dtype,
+                attn_implementation="sdpa")
+        else:
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    except (OSError, ValueError, KeyError) as e:
+        # A config that is no causal LM's, unreadable weights: one line.
+        raise ModelError(f"--model {name}: {_first_line(e)}") from None
     return model.to(device=device, dtype=torch_dtype).eval().requires_grad_(False)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def has_weights(path: Path) -> bool:
     return any((path / f).is_file() for f in WEIGHT_FILES)
 
 
-def special_tokens(model) -> tuple[int, tuple[int, ...]]:
-    """(BOS, EOS ids) from the model's config. The first EOS id is the one the stop schedule
+def special_tokens(config) -> tuple[int, tuple[int, ...]]:
+    """(BOS, EOS ids) from a model's config. The first EOS id is the one the stop schedule
     forces; emitting any of them finishes a sequence. No BOS id: the first EOS (GPT-2's way)."""
-    c = model.config
-    eos = c.eos_token_id
+    eos = getattr(config, "eos_token_id", None)  # 5.x configs may lack either attribute
     eos = tuple(eos) if isinstance(eos, list | tuple) else (() if eos is None else (eos,))
     if not eos:
-        raise ModelError(f"--model: the {c.model_type} config has no eos_token_id")
-    bos = c.bos_token_id if c.bos_token_id is not None else eos[0]
+        raise ModelError(f"the {config.model_type} config has no eos_token_id")
+    bos = getattr(config, "bos_token_id", None)
+    bos = bos if bos is not None else eos[0]
     return int(bos), tuple(int(e) for e in eos)
 
 
@@ -157,7 +173,7 @@ def model_record(name: str, model) -> dict:
     """What run.json and bench JSON record of the model: family, sizes, parameters, tokens."""
     arch, size, path = parse_model(name)
     c = model.config
-    bos, eos = special_tokens(model)
+    bos, eos = special_tokens(c)
     heads = c.num_attention_heads
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
     return {

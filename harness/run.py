@@ -14,7 +14,7 @@ import transformers
 from harness.config import ConfigError, RunConfig, profile_window, validate
 from harness.decode import new_state
 from harness.instrument import ProfilerWindow, no_window
-from harness.model import build_model, model_record, special_tokens
+from harness.model import ModelError, build_model, model_record, special_tokens
 from harness.stops import expected_stop_step, stop_steps
 from harness.variants import VARIANTS, expandable_share, set_expandable_segments
 
@@ -27,13 +27,16 @@ def check_device(cfg: RunConfig) -> None:
 def load_model(cfg: RunConfig):
     check_device(cfg)
     torch.set_float32_matmul_precision(cfg.matmul_precision)
-    return build_model(cfg.model, cfg.dtype, cfg.device, cfg.seed)
+    try:
+        return build_model(cfg.model, cfg.dtype, cfg.device, cfg.seed)
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
 
 
 def make_decoder(model, cfg: RunConfig):
     """The variant's run(window), over a fresh decode state."""
     stops = stop_steps(cfg.stop, cfg.batch, cfg.new_tokens, cfg.stop_seed)
-    bos, eos = special_tokens(model)
+    bos, eos = special_tokens(model.config)
     st = new_state(cfg.batch, cfg.new_tokens, stops, cfg.device, cfg.gpu_sleep_cycles, bos, eos)
     return VARIANTS[cfg.variant](model, cfg, st)
 

@@ -49,7 +49,7 @@ def reference(family):
 
 
 def test_kv_stops_at_the_last_scheduled_step_with_the_family_eos(family, reference):
-    bos, eos = special_tokens(family[1])
+    bos, eos = special_tokens(family[1].config)
     stops = stop_steps(STOP, BATCH, NEW, seed=0)
     assert reference["stop_step"] == expected_stop_step(stops, NEW)
     assert (reference["tokens"][:, 0] == bos).all()

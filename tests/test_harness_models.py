@@ -11,7 +11,7 @@ import torch
 from harness.config import ConfigError, RunConfig, validate
 from harness.instrument import no_window
 from harness.model import build_config, build_model, model_record, special_tokens, weight_bytes
-from harness.run import make_decoder, run, tokens_sha256
+from harness.run import load_model, make_decoder, run, tokens_sha256
 
 BATCH, NEW, STOP = 4, 12, "uniform:4-9"  # stop seed 0 draws steps [6, 7, 9, 4]
 STOPS = [6, 7, 9, 4]
@@ -53,7 +53,7 @@ def reference(name: str) -> dict:
 @pytest.mark.parametrize("name", ARCHS)
 def test_kv_starts_at_the_family_bos_and_forces_its_eos(name):
     bos, eos = SPECIAL[name]
-    assert special_tokens(model(name)) == (bos, eos)
+    assert special_tokens(model(name).config) == (bos, eos)
     tokens = reference(name)["tokens"]
     assert tokens.shape == (BATCH, 9 + 1) and reference(name)["stop_step"] == 9
     assert (tokens[:, 0] == bos).all()
@@ -182,3 +182,16 @@ def test_unknown_model_names_list_the_choices():
     assert str(err.value) == ("--model must be ARCH[:SIZE] (gpt2, llama, qwen2, mistral, phi; "
                               "tiny, small), tiny, or a directory with a config.json, "
                               "got 'llama:huge'")
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"model_type": "llama", "eos_token_id": null}', "the llama config has no eos_token_id"),
+    ('{"model_type": "nosuch"}', "The checkpoint you are trying to load has model type `nosuch`"),
+    ('{"model_type": "t5"}', "Unrecognized configuration class"),
+])
+def test_unbuildable_model_dirs_are_refused_in_one_line(tmp_path, content, message):
+    (tmp_path / "config.json").write_text(content)
+    with pytest.raises(ConfigError) as err:
+        load_model(config("kv", str(tmp_path)))
+    assert str(err.value).startswith(f"--model {tmp_path}: {message}")
+    assert "\n" not in str(err.value)
