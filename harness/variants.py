@@ -120,15 +120,20 @@ def hf_generate(model, cfg: RunConfig, st: dict):
     bos = torch.full_like(st["token"], st["bos"])  # [B, 1]
     eos = st["eos_ids"].tolist()
     force = LogitsProcessorList([ForceEos(st["stops"], st["eos"])])
-    # A config of its own: a model directory's generation_config.json (sampling, penalties) must
-    # not change what greedy decoding picks.
     gen = GenerationConfig(max_new_tokens=cfg.new_tokens, do_sample=False,
                            cache_implementation="static", bos_token_id=st["bos"],
                            eos_token_id=eos, pad_token_id=eos[0])
 
     def run(window):
-        out = model.generate(input_ids=bos, attention_mask=torch.ones_like(bos),
-                             generation_config=gen, logits_processor=force)  # [B, 1 + steps]
+        # generate fills what `gen` leaves unset from model.generation_config: in its place for
+        # the call, so that a model directory's generation_config.json (penalties, suppressed
+        # tokens) cannot change what greedy decoding picks.
+        own, model.generation_config = model.generation_config, gen
+        try:
+            out = model.generate(input_ids=bos, attention_mask=torch.ones_like(bos),
+                                 generation_config=gen, logits_processor=force)  # [B, 1 + steps]
+        finally:
+            model.generation_config = own
         return generate_result(out, st["eos_ids"].cpu())
 
     return run

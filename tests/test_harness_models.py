@@ -195,3 +195,14 @@ def test_unbuildable_model_dirs_are_refused_in_one_line(tmp_path, content, messa
         load_model(config("kv", str(tmp_path)))
     assert str(err.value).startswith(f"--model {tmp_path}: {message}")
     assert "\n" not in str(err.value)
+
+
+def test_hf_generate_ignores_a_model_dirs_generation_config(tmp_path):
+    # A repetition penalty in generation_config.json would change generate's greedy picks.
+    model("llama:tiny").save_pretrained(tmp_path)  # the same weights: the same tokens
+    (tmp_path / "generation_config.json").write_text(json.dumps(
+        {"repetition_penalty": 5.0, "suppress_tokens": [226, 630], "bos_token_id": 1,
+         "eos_token_id": 2}))
+    name = str(tmp_path)
+    assert model(name).generation_config.repetition_penalty == 5.0
+    assert torch.equal(decode(name, "hf-generate")["tokens"], reference("llama:tiny")["tokens"])
