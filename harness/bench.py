@@ -16,8 +16,8 @@ import torch
 from harness.config import RunConfig, bench_configs, profile_window
 from harness.floor import floor, model_shape
 from harness.instrument import no_window, timeline_window
-from harness.model import weight_bytes
-from harness.run import load_model, make_decoder, sync, versions
+from harness.model import model_record, weight_bytes
+from harness.run import load_model, make_decoder, sync, tokens_sha256, versions
 from harness.variants import expandable_share, set_expandable_segments
 
 COPY_BYTES_CUDA = 1 << 30
@@ -43,8 +43,8 @@ def bench(cfg: RunConfig, variants: list[str], repeats: int, timeline_repeats: i
     # Options as given: compile None and k None mean each variant's own default.
     config = {**cfg.to_json(), "variant": ",".join(variants), "compile": cfg.compile, "k": cfg.k,
               "repeats": repeats}
-    report = {"config": config, "versions": versions(), "copy_bytes_per_s": rate,
-              "results": results}
+    report = {"config": config, "model": model_record(cfg.model, model), "versions": versions(),
+              "copy_bytes_per_s": rate, "results": results}
     return report | ({"timelines": timelines} if timeline_repeats else {})
 
 
@@ -135,6 +135,7 @@ def bench_variant(model, cfg: RunConfig, repeats: int, copy_rate: float) -> tupl
         "weight_floor_pct": 100 * floor_ms / step_ms[1],
         "floor": step_floor,
         "expandable_segment_share": expandable_share(),
+        "tokens_sha256": tokens_sha256(result["tokens"]),
     }, decode
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from harness.config import VARIANT_NAMES, ConfigError, RunConfig, bench_configs, validate
+from harness.model import ARCHS, SIZES
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,7 +33,11 @@ class DefaultsHelp(argparse.HelpFormatter):
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="gpt2", help="gpt2 (124M) or tiny (CPU tests)")
+    p.add_argument("--model", default="gpt2", help=(
+        f"ARCH[:SIZE] with ARCH {', '.join(ARCHS)} and SIZE {' or '.join(SIZES)} (small, the "
+        "default: 100-150M; tiny: CPU tests); gpt2 is gpt2:small (124M), tiny is gpt2:tiny; "
+        "or a directory with a config.json (and weights, else seeded random ones). graphed, "
+        "graphed-sync and fused are GPT-2 only"))
     p.add_argument("--batch", type=int, default=32, help="sequences decoded together")
     p.add_argument("--new-tokens", type=int, default=100, help="tokens generated per sequence")
     p.add_argument("--dtype", default="fp32", help="fp32 or bf16")

@@ -3,6 +3,8 @@
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from harness.model import OWN_STEP_FAMILY, ModelError, model_family
+
 VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
     "deferred", "check-every-k", "graphed", "graphed-sync", "fused", "nocheck", "hf-generate",
@@ -11,6 +13,7 @@ VARIANT_NAMES = (
 # static-cache step by itself.
 NO_COMPILE = ("naive", "kv", "kv-expandable", "hf-generate")
 NEEDS_CUDA = ("graphed", "graphed-sync", "fused")
+OWN_GPT2_STEP = NEEDS_CUDA  # our own GPT-2 step: the other variants run any causal LM
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
 DEFAULT_BRANCHES = 1  # fused: micro-batches side by side (docs/RESULTS.md measures 1, 2, 4)
@@ -110,7 +113,13 @@ def validate(cfg: RunConfig) -> RunConfig:
     v = cfg.variant
     if v not in VARIANT_NAMES:
         raise ConfigError(f"unknown variant {v!r} (known: {', '.join(VARIANT_NAMES)})")
-    _check_choice("--model", cfg.model, ("gpt2", "tiny"))
+    try:
+        family = model_family(cfg.model)
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
+    if v in OWN_GPT2_STEP and family != OWN_STEP_FAMILY:
+        raise ConfigError(f"{v} runs our own GPT-2 step: --model {cfg.model} is {family} "
+                          "(every other variant runs it)")
     _check_choice("--dtype", cfg.dtype, ("fp32", "bf16"))
     _check_choice("--matmul-precision", cfg.matmul_precision, ("high", "highest"))
     _check_choice("--device", cfg.device, ("cuda", "cpu"))

@@ -17,11 +17,11 @@ from harness.instrument import (
     step_range,
     window_step,
 )
-from harness.model import EOS
 
 
 def new_state(batch: int, new_tokens: int, stops: torch.Tensor, device: str,
-              sleep_cycles: int) -> dict:
+              sleep_cycles: int, bos: int, eos: tuple[int, ...]) -> dict:
+    """bos, eos: the model's ids (harness.model.special_tokens); eos[0] is the one forced."""
     st = {
         "ids": torch.empty(batch, new_tokens + 1, dtype=torch.long, device=device),  # [B, N+1]
         "token": torch.empty(batch, 1, dtype=torch.long, device=device),  # [B, 1]: next input
@@ -29,6 +29,9 @@ def new_state(batch: int, new_tokens: int, stops: torch.Tensor, device: str,
         "finished": torch.empty(batch, dtype=torch.bool, device=device),  # [B]
         "done": torch.empty(new_tokens + 1, dtype=torch.bool, device=device),  # [N+1]: all finished
         "stops": stops.to(device),  # [B]: step at which sequence j is forced to emit EOS
+        "eos_ids": torch.tensor(eos, dtype=torch.long, device=device),  # [E]: any one finishes
+        "bos": bos,
+        "eos": eos[0],
         "new_tokens": new_tokens,
         "sleep_cycles": sleep_cycles,
     }
@@ -38,8 +41,8 @@ def new_state(batch: int, new_tokens: int, stops: torch.Tensor, device: str,
 
 def reset_state(st: dict) -> None:
     """In place, so buffers captured in a CUDA graph or guarded by torch.compile stay the same."""
-    st["ids"].fill_(EOS)  # column 0 is BOS, which is EOS in GPT-2
-    st["token"].fill_(EOS)
+    st["ids"].fill_(st["bos"])  # column 0 is BOS (in GPT-2 it is EOS); the rest is written
+    st["token"].fill_(st["bos"])
     st["pos"].zero_()
     st["finished"].zero_()  # the BOS input never counts as finished: only emitted tokens do
     st["done"].zero_()
@@ -60,8 +63,9 @@ def advance_tokens(st: dict, nxt: torch.Tensor) -> torch.Tensor:
         torch.cuda._sleep(st["sleep_cycles"])  # test-only: a slow GPU lets the host run ahead
     step = st["pos"] + 1  # [1]
     fin = st["finished"]
-    fin |= (nxt == EOS) | (step >= st["stops"])
-    nxt = torch.where(fin, EOS, nxt)  # finished sequences keep emitting EOS
+    # Due or finished: the forced EOS (as generate pads); an EOS id the model picks stays as is.
+    nxt = torch.where(fin | (step >= st["stops"]), st["eos"], nxt)
+    fin |= (nxt[:, None] == st["eos_ids"]).any(-1)
     st["ids"].index_copy_(1, step, nxt[:, None])
     st["token"].copy_(nxt[:, None])
     flag = fin.all().view(1)

@@ -1,5 +1,6 @@
 """One profiled run: build, a full warm-up run, then the run with the profiler window; run.json."""
 
+import hashlib
 import importlib.metadata
 import json
 import platform
@@ -14,7 +15,7 @@ from harness.config import ConfigError, RunConfig, profile_window, validate
 from harness.decode import new_state
 from harness.floor import model_shape, window_bytes
 from harness.instrument import ProfilerWindow, no_window
-from harness.model import build_model, weight_bytes
+from harness.model import ModelError, build_model, model_record, special_tokens, weight_bytes
 from harness.stops import expected_stop_step, stop_steps
 from harness.variants import VARIANTS, expandable_share, set_expandable_segments
 
@@ -27,13 +28,17 @@ def check_device(cfg: RunConfig) -> None:
 def load_model(cfg: RunConfig):
     check_device(cfg)
     torch.set_float32_matmul_precision(cfg.matmul_precision)
-    return build_model(cfg.model, cfg.dtype, cfg.device, cfg.seed)
+    try:
+        return build_model(cfg.model, cfg.dtype, cfg.device, cfg.seed)
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
 
 
 def make_decoder(model, cfg: RunConfig):
     """The variant's run(window), over a fresh decode state."""
     stops = stop_steps(cfg.stop, cfg.batch, cfg.new_tokens, cfg.stop_seed)
-    st = new_state(cfg.batch, cfg.new_tokens, stops, cfg.device, cfg.gpu_sleep_cycles)
+    bos, eos = special_tokens(model.config)
+    st = new_state(cfg.batch, cfg.new_tokens, stops, cfg.device, cfg.gpu_sleep_cycles, bos, eos)
     return VARIANTS[cfg.variant](model, cfg, st)
 
 
@@ -69,6 +74,7 @@ def run(cfg: RunConfig) -> dict:
                         weight_bytes(model))
     record = {
         "config": cfg.to_json(),
+        "model": model_record(cfg.model, model),
         "versions": versions(),
         "result": summarise(result, cfg),
         "timing": timing(wall_ns, window, result["steps_run"]),
@@ -109,7 +115,14 @@ def summarise(result: dict, cfg: RunConfig) -> dict:
         "overshoot_steps": result["overshoot_steps"],
         "stale_flag_reads": result["stale_flag_reads"],
         "expandable_segment_share": expandable_share(),
+        "tokens_sha256": tokens_sha256(result["tokens"]),
     }
+
+
+def tokens_sha256(tokens: torch.Tensor) -> str:
+    """sha256 of the returned tokens [B, returned + 1] as int64 in C order, native byte order
+    (little-endian on x86 and ARM): equal for two runs that decoded the same tokens."""
+    return hashlib.sha256(tokens.cpu().to(torch.int64).contiguous().numpy().tobytes()).hexdigest()
 
 
 def timing(wall_ns: int, window: ProfilerWindow, steps_run: int) -> dict:

@@ -20,13 +20,18 @@ import inspect
 import os
 
 import torch
-from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StaticCache
+from transformers import (
+    DynamicCache,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StaticCache,
+)
 
 from harness.config import ConfigError, RunConfig, branch_count, check_every, compile_mode
 from harness.decode import advance, deferred_loop, sync_loop
 from harness.fused_step import fused_step, new_fused_cache, split
 from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
-from harness.model import EOS
 from harness.triton_ops import missing_triton
 
 
@@ -112,15 +117,24 @@ def hf_generate(model, cfg: RunConfig, st: dict):
 
     It has no per-step NVTX ranges (the loop is HF's), so it is a reference for `bench` only.
     """
-    bos = st["token"].clone()  # [B, 1]
-    force = LogitsProcessorList([ForceEos(st["stops"])])
+    bos = torch.full_like(st["token"], st["bos"])  # [B, 1]
+    eos = st["eos_ids"].tolist()
+    force = LogitsProcessorList([ForceEos(st["stops"], st["eos"])])
+    gen = GenerationConfig(max_new_tokens=cfg.new_tokens, do_sample=False,
+                           cache_implementation="static", bos_token_id=st["bos"],
+                           eos_token_id=eos, pad_token_id=eos[0])
 
     def run(window):
-        out = model.generate(
-            input_ids=bos, attention_mask=torch.ones_like(bos), max_new_tokens=cfg.new_tokens,
-            do_sample=False, cache_implementation="static", eos_token_id=EOS, pad_token_id=EOS,
-            logits_processor=force)  # [B, 1 + steps]
-        return generate_result(out)
+        # generate fills what `gen` leaves unset from model.generation_config: in its place for
+        # the call, so that a model directory's generation_config.json (penalties, suppressed
+        # tokens) cannot change what greedy decoding picks.
+        own, model.generation_config = model.generation_config, gen
+        try:
+            out = model.generate(input_ids=bos, attention_mask=torch.ones_like(bos),
+                                 generation_config=gen, logits_processor=force)  # [B, 1 + steps]
+        finally:
+            model.generation_config = own
+        return generate_result(out, st["eos_ids"].cpu())
 
     return run
 
@@ -128,21 +142,24 @@ def hf_generate(model, cfg: RunConfig, st: dict):
 class ForceEos(LogitsProcessor):
     """Sequence j emits only EOS from step stops[j] on: the schedule, on the device, no sync."""
 
-    def __init__(self, stops: torch.Tensor):
+    def __init__(self, stops: torch.Tensor, eos: int):
         self.stops = stops  # [B]
+        self.eos = eos
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         step = input_ids.shape[1]  # the token being chosen; BOS is position 0
         eos_only = torch.full_like(scores, float("-inf"))
-        eos_only[:, EOS] = 0
+        eos_only[:, self.eos] = 0
         return torch.where((self.stops <= step)[:, None], eos_only, scores)
 
 
-def generate_result(out: torch.Tensor) -> dict:
-    """generate's output in the shape of decode.finish's: trimmed where all sequences ended."""
+def generate_result(out: torch.Tensor, eos_ids: torch.Tensor) -> dict:
+    """generate's output in the shape of decode.finish's: trimmed where all sequences ended.
+    eos_ids: [E] on the CPU; generate pads a finished sequence with the first."""
     ids = out.cpu()
     steps_run = ids.shape[1] - 1
-    ended = (ids[:, 1:] == EOS).cummax(dim=1).values.all(dim=0)  # [steps]: all finished by then
+    is_eos = (ids[:, 1:, None] == eos_ids).any(-1)  # [B, steps]
+    ended = is_eos.cummax(dim=1).values.all(dim=0)  # [steps]: all finished by then
     done_at = torch.nonzero(ended).flatten()
     stop_step = int(done_at[0]) + 1 if len(done_at) else None
     returned = stop_step if stop_step is not None else steps_run

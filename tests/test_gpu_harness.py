@@ -14,7 +14,7 @@ import torch
 from harness.bench import bench
 from harness.config import RunConfig, validate
 from harness.instrument import no_window
-from harness.model import EOS, build_model
+from harness.model import build_model
 from harness.run import make_decoder
 from harness.stops import expected_stop_step, stop_steps
 from harness.variants import set_expandable_segments
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BATCH, NEW, STOP = 8, 40, "uniform:10-30"
 # ~25 ms a step at the H200's ~2 GHz: far longer than the host takes to launch a step.
 SLOW_CYCLES = 50_000_000
+EOS = 50256  # GPT-2's <|endoftext|>: its BOS and EOS
 
 
 @pytest.fixture(scope="module")

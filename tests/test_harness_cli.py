@@ -45,6 +45,8 @@ def harness(*args: str) -> subprocess.CompletedProcess:
     (dict(variant="fused", compile="default"), "fused is its own fused step in a CUDA graph"),
     (dict(dtype="fp16"), "--dtype must be one of fp32, bf16"),
     (dict(gpu_sleep_cycles=1000, device="cpu"), "--gpu-sleep-cycles needs --device cuda"),
+    (dict(model="llama:huge"), "--model must be ARCH[:SIZE] (gpt2, llama, qwen2, mistral, phi;"),
+    (dict(variant="fused", model="qwen2"), "fused runs our own GPT-2 step: --model qwen2 is qwen2"),
 ])
 def test_meaningless_combinations_are_rejected(kw, message):
     with pytest.raises(ConfigError) as err:
@@ -80,6 +82,8 @@ def test_variant_defaults_resolve_compile_and_k():
     (["bench", "--variants", "kv,naive", "--compile", "default", *TINY],
      "gapscope: error: --compile default means nothing for kv"),
     (["launch"], "gapscope: error: argument command: invalid choice: 'launch'"),
+    (["run", "--variant", "graphed-sync", "--out", "x", "--model", "llama:tiny"],
+     "gapscope: error: graphed-sync runs our own GPT-2 step: --model llama:tiny is llama"),
     (["bench", "--variants", "kv", "--json", "/nonexistent/b.json", *TINY],
      "gapscope: error: --json /nonexistent/b.json: no directory /nonexistent"),
     (["bench", "--variants", "kv", "--repeats", "0", *TINY],
@@ -124,7 +128,12 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert proc.stdout.startswith("pipelined: 8 steps run (stop step 7, overshoot 1), 21 tokens, ")
     assert proc.stdout.count("\n") == 1
     record = json.loads((out / "run.json").read_text())
-    assert list(record) == ["config", "versions", "result", "timing", "floor"]
+    assert list(record) == ["config", "model", "versions", "result", "timing", "floor"]
+    assert record["model"] == {
+        "architecture": "gpt2", "size": "tiny", "path": None, "weights": "random",
+        "class": "GPT2LMHeadModel", "layers": 2, "hidden": 64, "heads": 2, "kv_heads": 2,
+        "vocab": 50257, "tied_embeddings": True, "parameters": 50257 * 64 + 1024 * 64 + 2 * 49984
+        + 128, "bos_token_id": 50256, "eos_token_ids": [50256]}
     assert record["config"] == {
         "variant": "pipelined", "out": str(out), "model": "tiny", "batch": 3, "new_tokens": 12,
         "dtype": "fp32", "matmul_precision": "high", "compile": "none", "stop": "fixed:7",
@@ -135,7 +144,9 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert record["result"] == {"tokens_generated": 21, "steps_run": 8, "stop_step": 7,
                                 "scheduled_stop_step": 7, "overshoot_steps": 1,
                                 "stale_flag_reads": 0,
-                                "expandable_segment_share": None}
+                                "expandable_segment_share": None,
+                                "tokens_sha256": record["result"]["tokens_sha256"]}
+    assert len(record["result"]["tokens_sha256"]) == 64
     assert set(record["timing"]) == {"wall_ms", "window_steps", "window_ms", "ms_per_step"}
     assert record["timing"]["window_steps"] == 3
     assert 0 < record["timing"]["window_ms"] < record["timing"]["wall_ms"]
@@ -157,7 +168,8 @@ def test_bench_writes_json_and_a_table(tmp_path):
     assert max(len(line) for line in lines) <= 100
     assert [line.split()[:2] for line in lines[2:4]] == [["kv", "6"], ["check-every-k", "8"]]
     report = json.loads(path.read_text())
-    assert list(report) == ["config", "versions", "copy_bytes_per_s", "results"]
+    assert list(report) == ["config", "model", "versions", "copy_bytes_per_s", "results"]
+    assert report["model"]["architecture"] == "gpt2" and report["model"]["size"] == "tiny"
     assert report["config"]["variant"] == "kv,check-every-k" and report["config"]["k"] == 4
     assert report["config"]["compile"] is None and report["config"]["repeats"] == 5
     assert report["copy_bytes_per_s"] > 0
@@ -166,7 +178,10 @@ def test_bench_writes_json_and_a_table(tmp_path):
         "variant", "steps", "ms_per_run_median", "ms_per_run_p10", "ms_per_run_p90",
         "ms_per_step_median", "ms_per_step_p10", "ms_per_step_p90", "tokens_per_s",
         "peak_allocated_bytes", "peak_reserved_bytes", "fragmentation", "weight_bytes",
-        "weight_floor_ms_per_step", "weight_floor_pct", "floor", "expandable_segment_share"}
+        "weight_floor_ms_per_step", "weight_floor_pct", "floor", "expandable_segment_share",
+        "tokens_sha256"}
+    # Six steps of the same tokens, then check-every-k's overshoot trimmed: the same hash.
+    assert kv["tokens_sha256"] == every4["tokens_sha256"]
     assert (kv["variant"], kv["steps"], every4["steps"]) == ("kv", 6, 8)
     assert kv["peak_allocated_bytes"] is None and kv["fragmentation"] is None
     # tiny: wte 50257x64 + wpe 1024x64 + 2 blocks of 49,984 + ln_f 128, fp32

@@ -9,12 +9,13 @@ from harness.config import RunConfig, validate
 from harness.decode import advance, finish, new_state
 from harness.fused_step import split
 from harness.instrument import no_window
-from harness.model import EOS, build_model
+from harness.model import build_model
 from harness.run import make_decoder
 from harness.stops import expected_stop_step, stop_steps
 from harness.variants import fused_own_step, own_step
 
 BATCH, NEW = 4, 12
+EOS = 50256  # GPT-2's <|endoftext|>: its BOS and EOS
 # uniform:4-9 with stop seed 0 draws these steps (torch's seeded CPU generator):
 UNIFORM_STOPS = [6, 7, 9, 4]
 
@@ -43,7 +44,7 @@ def counts(result: dict) -> tuple:
 
 def own_step_eager(model, **kw) -> dict:
     cfg = replace(config("kv"), **kw)
-    st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
+    st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0, EOS, (EOS,))
     run = own_step(model, cfg, st, graph=False)
     run(no_window())
     return run(no_window())
@@ -52,7 +53,7 @@ def own_step_eager(model, **kw) -> dict:
 def fused_eager(model, branches: int) -> dict:
     """The fused step as on the GPU but eager, with the Triton kernels' torch references."""
     cfg = replace(config("kv"), variant="fused", branches=branches)
-    st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0)
+    st = new_state(BATCH, NEW, stop_steps(cfg.stop, BATCH, NEW, 0), "cpu", 0, EOS, (EOS,))
     run = fused_own_step(model, cfg, st, graph=False)
     run(no_window())
     return run(no_window())
@@ -188,8 +189,8 @@ def test_bos_is_not_finished_without_a_schedule(tiny):
     assert (result["tokens"][:, 1:] != EOS).all()
 
 
-def one_step_state(stops: list[int]) -> dict:
-    return new_state(len(stops), 3, torch.tensor(stops), "cpu", 0)
+def one_step_state(stops: list[int], bos: int = EOS, eos: tuple = (EOS,)) -> dict:
+    return new_state(len(stops), 3, torch.tensor(stops), "cpu", 0, bos, eos)
 
 
 def logits_for(tokens: list[int]) -> torch.Tensor:
@@ -232,3 +233,14 @@ def test_finish_counts_reads_that_differ_from_the_truth():
 def test_hf_generate_runs_exactly_to_the_stop_step(tiny):
     # generate ends itself once every sequence has emitted EOS: no overshoot, nothing stale.
     assert counts(decode(tiny, "hf-generate")) == (9, 0, None)
+
+
+def test_advance_keeps_the_eos_id_a_model_picks_and_forces_the_first():
+    st = one_step_state([1, 3, 3], bos=1, eos=(2, 3))  # BOS 1; EOS ids 2 (forced) and 3
+    assert st["ids"][:, 0].tolist() == [1, 1, 1] and st["token"].flatten().tolist() == [1, 1, 1]
+    flag = advance(st, logits_for([7, 3, 1]))  # step 1: sequence 0 is due, 1 picks EOS id 3
+    assert st["ids"][:, 1].tolist() == [2, 3, 1] and st["finished"].tolist() == [True, True, False]
+    flag = advance(st, logits_for([3, 3, 5]))  # step 2: finished sequences get the first EOS
+    assert st["ids"][:, 2].tolist() == [2, 2, 5] and not flag.item()
+    flag = advance(st, logits_for([5, 5, 5]))  # step 3: sequence 2 is due
+    assert st["ids"][:, 3].tolist() == [2, 2, 2] and flag.item()
