@@ -258,12 +258,12 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
 
 
 def between_runs_text(table: pd.DataFrame) -> str:
-    lines = ["Between runs (runs of one configuration; CIs from the spread between runs, not "
-             "the steps of one run):"]
+    lines = ["Between runs (CIs from the spread between runs of one configuration, not the "
+             "steps of one):"]
     for _, r in table.iterrows():
         lo, hi = r["period_ns_ci"]
-        text = (f"  {r['label']}: {r['runs']} runs, GPU period {r['period_ns_median'] / 1e6:.3f} "
-                f"ms/step [{lo / 1e6:.3f}, {hi / 1e6:.3f}]")
+        text = (f"  {r['label']}: {r['runs']} runs, period {r['period_ns_median'] / 1e6:.3f} ms "
+                f"[{lo / 1e6:.3f}, {hi / 1e6:.3f}]")
         if r["vs_first_ci"] is not None:
             d_lo, d_hi = r["vs_first_ci"]
             verdict = "within noise" if r["within_noise"] else "beyond noise"

@@ -98,7 +98,7 @@ def test_compare_from_the_database_matches_compare_of_the_traces(two_runs_db):
 def test_compare_db_errors_are_one_line(two_runs_db, args, message):
     result = run("compare", "--db", two_runs_db, *args)
     assert result.exit_code == 2
-    assert result.output == f"Error: {two_runs_db}: {message}\n"
+    assert result.output == f"gapscope: error: {two_runs_db}: {message}\n"
 
 
 def test_a_directory_of_runs_is_one_row_a_run_in_100_columns(tmp_path):

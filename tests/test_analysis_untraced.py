@@ -108,8 +108,8 @@ def test_analyze_shows_traced_and_untraced_side_by_side(tmp_path):
         (2, 80, 20, 45)
     assert u["profiler_bubble_share"] == (35 - 20) / 35
     assert u["profiler_period_share"] == (65 - 80) / 65  # traced periods 40 and 90
-    assert [s["untraced_period_ns"] for s in out["steps"]] == [None, 80]
-    assert [s["untraced_bubble_ns"] for s in out["steps"]] == [None, 20]
+    assert out["steps"]["untraced_period_ns"] == [None, 80]  # columnar
+    assert out["steps"]["untraced_bubble_ns"] == [None, 20]
     text = run("analyze", d).output
     assert "  untraced       0.00 ms period, 0.0 µs bubble median; the profiler's share of the " \
         "bubble: 42.9%" in text

@@ -135,7 +135,7 @@ def test_run_json_records_the_model_and_the_tokens_hash(tmp_path):
         run(config(variant, "mistral:tiny", out=out))
         records[variant] = json.loads((out / "run.json").read_text())
     kv, static = records["kv"], records["static"]
-    assert list(kv) == ["config", "model", "versions", "result", "timing"]
+    assert list(kv) == ["config", "model", "versions", "result", "timing", "floor"]
     assert (kv["model"]["architecture"], kv["model"]["kv_heads"]) == ("mistral", 1)
     assert kv["model"]["parameters"] == model_record("mistral:tiny", model("mistral:tiny"))[
         "parameters"]
