@@ -35,8 +35,8 @@ def test_runs_of_one_configuration_get_the_between_run_spread(tmp_path):
     lo, hi = second["vs_first_ci"]
     assert 0 <= lo <= hi <= 30 and first["vs_first_ci"] is None
     text = CliRunner().invoke(main, ["compare", *a, *b]).output
-    assert "CIs from the spread between runs, not the steps of one run" in text
-    assert "  static: 3 runs, GPU period 0.000 ms/step" in text
+    assert "CIs from the spread between runs of one configuration, not the steps of one" in text
+    assert "  static: 3 runs, period 0.000 ms [" in text
 
 
 def test_one_run_per_configuration_keeps_the_step_spread_only(tmp_path):
