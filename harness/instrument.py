@@ -18,6 +18,8 @@ import torch
 STEP_COLOR = "blue"
 FORWARD_COLOR = "green"
 CHECK_COLOR = "red"
+WINDOW_RANGE = "gapscope window"  # around steps START+1..STOP of an active window, on CUDA
+WINDOW_COLOR = "gray"
 
 
 # True while a torch.profiler capture runs (harness/kineto.py): each range is then also a
@@ -137,6 +139,9 @@ def window_step(window: ProfilerWindow, i: int):
     on = window.active and torch.cuda.is_available()
     if i == window.start + 1:
         if on:
+            # The same window as an NVTX range too, for `nsys --capture-range=nvtx`: a capture
+            # range by cudaProfilerApi turns CUDA tracing on, one by NVTX does not.
+            nvtx.push_range(WINDOW_RANGE, color=WINDOW_COLOR)
             torch.cuda.cudart().cudaProfilerStart()
         if window.kineto is not None:
             window.kineto.start()
@@ -153,6 +158,7 @@ def window_step(window: ProfilerWindow, i: int):
             window.marks_ns["stop"] = time.perf_counter_ns()
             if on:
                 torch.cuda.cudart().cudaProfilerStop()
+                nvtx.pop_range()
             if window.kineto is not None:
                 window.kineto.stop()
 
@@ -166,5 +172,6 @@ def close_window(window: ProfilerWindow, steps_run: int) -> None:
         window.marks_ns["stop"] = time.perf_counter_ns()
         if on:
             torch.cuda.cudart().cudaProfilerStop()
+            nvtx.pop_range()
         if window.kineto is not None:
             window.kineto.stop()

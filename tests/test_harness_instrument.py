@@ -101,3 +101,28 @@ def test_a_run_that_ends_inside_the_window_closes_it(profiler_calls):
     close_window(window, 3)
     assert calls == ["start", "sync", "stop"]
     assert "stop" in window.marks_ns
+
+
+def test_an_active_window_on_cuda_is_also_one_nvtx_range(ranges, monkeypatch):
+    """`nsys --capture-range=nvtx --nvtx-capture='gapscope window'` captures the same steps as
+    cudaProfilerApi without turning CUDA tracing on: the range opens before step start+1 and
+    closes after step stop, around their own ranges."""
+    calls = []
+
+    class Cudart:
+        def cudaProfilerStart(self):
+            calls.append("start")
+
+        def cudaProfilerStop(self):
+            calls.append("stop")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", Cudart)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    window = ProfilerWindow(1, 3, active=True)
+    for i in range(1, 5):
+        with window_step(window, i), instrument.step_range(i):
+            pass
+    assert ranges == ["Step 1", ")", "gapscope window", "Step 2", ")", "Step 3", ")", ")",
+                      "Step 4", ")"]
+    assert calls == ["start", "stop"]
