@@ -218,11 +218,13 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 
 def _config_key(run) -> str:
-    """Runs of one configuration: run.json's config without where it was written."""
+    """Runs of one configuration: run.json's config without where it was written, captured by
+    the same profiler (an nsys capture and its torch.profiler twin are not repeats)."""
     config = run.info.get("config")
     if not isinstance(config, dict):
         return f"label:{run.label}"
-    return repr(sorted((k, str(v)) for k, v in config.items() if k != "out"))
+    profiler = "nsys" if run.trace_path.suffix == ".sqlite" else "kineto"
+    return repr([profiler, *sorted((k, str(v)) for k, v in config.items() if k != "out")])
 
 
 def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
