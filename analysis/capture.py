@@ -131,9 +131,15 @@ def capture_flags(trace: str = "cuda,nvtx", capture_range: str = "cudaProfilerAp
 def metrics_flags(device: str = "0", hz: str = "20000") -> list[str]:
     """lib.sh's metrics_flags: NVTX and sampled GPU metrics, no CUDA trace (profile.sh
     --metrics, doctor's metrics check)."""
-    return ["--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=nvtx",
-            "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
+    return ["--capture-range=nvtx", f"--nvtx-capture={WINDOW_RANGE}", "--capture-range-end=stop",
+            "--trace=nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
             f"--gpu-metrics-devices={device}", f"--gpu-metrics-frequency={hz}"]
+
+
+# harness.instrument's NVTX range around an active window's steps (its twin, for NVTX capture
+# ranges); the capture takes it by name, so nsys must not insist on registered strings.
+WINDOW_RANGE = "gapscope window"
+NVTX_CAPTURE_ENV = {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
 
 
 def export_command(nsys: str, rep: Path, sqlite: Path) -> list[str]:

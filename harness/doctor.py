@@ -17,7 +17,14 @@ from pathlib import Path
 
 import click
 
-from analysis.capture import NsysError, capture_flags, find_nsys, metrics_flags, require_version
+from analysis.capture import (
+    NVTX_CAPTURE_ENV,
+    NsysError,
+    capture_flags,
+    find_nsys,
+    metrics_flags,
+    require_version,
+)
 
 MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
 WARN_FREE_BYTES = 5 << 30
@@ -33,6 +40,19 @@ for _ in range(50):
     x = torch.tanh(x @ x)
 torch.cuda.synchronize()
 torch.cuda.profiler.stop()
+"""
+# The metrics capture's window is an NVTX range (analysis.capture.metrics_flags), as the harness
+# opens around its window's steps.
+METRICS_PROBE = """
+import nvtx
+import torch
+x = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+nvtx.push_range("gapscope window")
+for _ in range(50):
+    x = torch.tanh(x @ x)
+torch.cuda.synchronize()
+nvtx.pop_range()
 """
 KERNEL_COUNT_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
 METRICS_COUNT_SQL = "SELECT count(*) FROM GPU_METRICS"
@@ -223,7 +243,8 @@ def _metrics_capture(nsys: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
         out = Path(tmp) / "metrics"
         ran = subprocess.run([nsys, "profile", *flags, "-o", str(out), sys.executable, "-c",
-                              PROBE], capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+                              METRICS_PROBE], capture_output=True, text=True,
+                             timeout=CAPTURE_TIMEOUT_S, env=os.environ | NVTX_CAPTURE_ENV)
         said = (ran.stdout + ran.stderr).strip()
         rep, db = out.with_suffix(".nsys-rep"), out.with_suffix(".sqlite")
         if rep.exists():

@@ -116,9 +116,12 @@ capture_flags() {  # TRACE [GRAPH_TRACE]: the nsys profile flags every capture u
 
 metrics_flags() {  # DEVICE HZ: the flags of a GPU-metrics capture: NVTX and sampled metrics, no CUDA trace
   # The sampler reads the GPU's counters on its own clock: no CUPTI callbacks, no per-launch cost.
-  printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop --trace=nvtx \
-    --sample=none --cpuctxsw=none --force-overwrite=false "--gpu-metrics-devices=$1" \
-    "--gpu-metrics-frequency=$2"
+  # The window is the harness' NVTX range `gapscope window`, not cudaProfilerStart/Stop: a
+  # cudaProfilerApi capture range makes nsys turn CUDA tracing on (seen with nsys 2025.3 on the
+  # H200: "CUDA tracing is required for cudaProfilerStart/Stop API support").
+  printf '%s\n' --capture-range=nvtx "--nvtx-capture=gapscope window" --capture-range-end=stop \
+    --trace=nvtx --sample=none --cpuctxsw=none --force-overwrite=false \
+    "--gpu-metrics-devices=$1" "--gpu-metrics-frequency=$2"
 }
 
 json_merge() {  # FILE KEY JSON: sets FILE's top-level KEY to the JSON value, in place

@@ -126,6 +126,8 @@ fi
 
 if [ -n "$metrics_hz" ]; then
   mapfile -t flags < <(metrics_flags "${GAPSCOPE_METRICS_DEVICE:-0}" "$metrics_hz")
+  # The capture range is an NVTX range named by its text: let nsys match unregistered strings.
+  export NSYS_NVTX_PROFILER_REGISTER_ONLY=0
 else
   mapfile -t flags < <(capture_flags "$trace" "$graph_trace")
 fi

@@ -10,7 +10,7 @@ from analysis import capture
 
 def test_metrics_flags_are_lib_sh_metrics_flags(tmp_path):
     shell = lib_sh(make_env(tmp_path), "metrics_flags 1 10000", cwd=tmp_path)
-    assert capture.metrics_flags("1", "10000") == shell.stdout.split()
+    assert capture.metrics_flags("1", "10000") == shell.stdout.splitlines()
 
 
 def test_default_flags_are_lib_sh_capture_flags(tmp_path):

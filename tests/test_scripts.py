@@ -193,9 +193,10 @@ def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(t
     (run,) = run_dirs(tmp_path)
     assert run.name.endswith("-static-metrics")
     (profile,) = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
-    assert profile[1:9] == [
-        "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=nvtx",
-        "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
+    # No cudaProfilerApi range: with one, nsys turns CUDA tracing on.
+    assert profile[1:10] == [
+        "--capture-range=nvtx", "--nvtx-capture=gapscope window", "--capture-range-end=stop",
+        "--trace=nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
         "--gpu-metrics-devices=0", "--gpu-metrics-frequency=15000"]
     record = json.loads((run / "run.json").read_text())
     assert record["gpu_metrics"] == {"device": 0, "frequency_hz": 15000, "samples": 16}
