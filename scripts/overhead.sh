@@ -13,7 +13,7 @@
 #   graph     --trace=cuda,nvtx --cuda-graph-trace=graph  (nsys's default graph tracing)
 #   graph-nonvtx  --trace=cuda --cuda-graph-trace=graph   (no NVTX: no steps, cost only)
 #   noevents  graph, plus --cuda-event-trace=false        (CUDA event calls not traced)
-#   metrics   --trace=nvtx --gpu-metrics-devices=0 --gpu-metrics-frequency=20000 (no CUDA trace)
+#   metrics   lib.sh's metrics_flags: NVTX capture range, GPU metrics at 20 kHz, no CUDA trace
 #   nvtx      --trace=nvtx                                (NVTX ranges alone)
 # Graph flag sets are skipped for variants without CUDA graphs (they equal node there);
 # --capture-variants limits the captures to those variants (the others are timed untraced only).
@@ -66,8 +66,7 @@ flags_for() {  # FLAGSET: the nsys profile flags of one set
     graph-nonvtx) printf '%s\n' "${base[@]}" --trace=cuda --cuda-graph-trace=graph ;;
     noevents) printf '%s\n' "${base[@]}" --trace=cuda,nvtx --cuda-graph-trace=graph \
       --cuda-event-trace=false ;;
-    metrics) printf '%s\n' "${base[@]}" --trace=nvtx --gpu-metrics-devices=0 \
-      --gpu-metrics-frequency=20000 ;;
+    metrics) metrics_flags 0 20000 ;;
     nvtx) printf '%s\n' "${base[@]}" --trace=nvtx ;;
     *) die 2 "unknown flag set '$1' (node graph graph-nonvtx noevents metrics nvtx)" ;;
   esac
