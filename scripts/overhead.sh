@@ -21,6 +21,8 @@
 # flag-set directory a run directory (run.json with nsys and untraced; capture.sqlite where
 # --export names the set), and DIR/overhead.md, the table (python -m analysis.overhead DIR).
 set -euo pipefail
+# The metrics flag set captures by NVTX range, which nsys matches by its text.
+export NSYS_NVTX_PROFILER_REGISTER_ONLY=0
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
 source "$here/lib.sh"
