@@ -78,17 +78,22 @@ def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     return owner
 
 
-def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) -> pd.DataFrame:
-    """Per-step table of one device (METRICS.md, "Per step"). `ops` carries a `step` column."""
-    mine = ops.loc[ops["step"].to_numpy() >= 0, ["step", "corr", "start", "end"]]
-    grouped = mine.groupby("step")
-    table = pd.DataFrame({
+def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The host side of the per-step table: step, name, cpu_start, cpu_end, cpu_ns."""
+    return pd.DataFrame({
         "step": steps["index"].to_numpy(),
         "name": steps["name"].to_numpy(),
         "cpu_start": steps["start"].to_numpy(),
         "cpu_end": steps["end"].to_numpy(),
         "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
     })
+
+
+def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) -> pd.DataFrame:
+    """Per-step table of one device (METRICS.md, "Per step"). `ops` carries a `step` column."""
+    mine = ops.loc[ops["step"].to_numpy() >= 0, ["step", "corr", "start", "end"]]
+    grouped = mine.groupby("step")
+    table = host_steps(steps)
     # Distinct launch calls, like nsys's NumGPUOps: a CUDA graph launch counts once.
     table["ops"] = grouped["corr"].nunique().reindex(steps.index, fill_value=0).to_numpy()
     table["op_records"] = grouped.size().reindex(steps.index, fill_value=0).to_numpy()

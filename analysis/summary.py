@@ -15,6 +15,7 @@ from analysis.steps import (
     assign_steps,
     compile_pattern,
     find_steps,
+    host_steps,
     match_ranges,
     step_table,
 )
@@ -215,13 +216,7 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
         devices = [options.device]
     out = []
     for device in devices:
-        table = pd.DataFrame({
-            "step": steps["index"].to_numpy(),
-            "name": steps["name"].to_numpy(),
-            "cpu_start": steps["start"].to_numpy(),
-            "cpu_end": steps["end"].to_numpy(),
-            "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
-        })
+        table = host_steps(steps)
         window = (int(table["cpu_start"].min()), int(table["cpu_end"].max()))
         metrics = add_step_metrics(table, trace.gpu_metrics, device, "cpu_start", "cpu_end",
                                    window, _peak(trace, device), "nvtx range")
