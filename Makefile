@@ -48,8 +48,8 @@ $(VENV)/.harness: $(VENV)/.analysis
 
 # The main job on an embedded default: with no GPU, compare the bundled real H200 captures.
 demo: $(ANALYSIS_DEPS)
-	$(PY) -m analysis.cli compare $(DEMO_TRACES)
-	$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo
+	@$(PY) -m analysis.cli compare $(DEMO_TRACES)
+	@$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo
 
 test: $(HARNESS_DEPS)
 	$(PY) -m pytest
