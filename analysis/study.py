@@ -239,24 +239,34 @@ def capture_rows(caps: dict) -> tuple:
     return pd.DataFrame(rows), analyses
 
 
-def bytes_per_step(config: dict) -> dict:
+def bytes_per_step(config: dict, model: dict | None = None) -> dict:
     """The least each class must move in one decode step: every linear weight once (GEMMs, the
     tied lm_head included) and the KV cache slots the variant's attention reads. HF's SDPA and
     the graphed step's two batched GEMVs (scores, then values) read every slot, masked too (the
     graphed step pads them to a multiple of 16); the fused step's attention kernel reads the
-    slots written so far: on average over the window's steps S+1..E, (S+1+E)/2 of them."""
-    layers, width, vocab = MODEL_SHAPES[config["model"]]
+    slots written so far: on average over the window's steps S+1..E, (S+1+E)/2 of them.
+    `model` is run.json's model record (harness/model.py): for another family than GPT-2 the
+    GEMMs move every parameter but the rows of an untied input embedding (one row is read), and
+    the cache holds kv_heads × head size per layer and slot (grouped-query attention)."""
     e = DTYPE_BYTES[config["dtype"]]
-    per_layer = width * 3 * width + width * width + 2 * width * 4 * width  # c_attn, c_proj, mlp
-    per_layer += 3 * width + width + 4 * width + width  # their biases
-    classes = {"gemm": (layers * per_layer + vocab * width) * e}
+    if model is not None and model.get("architecture") != "gpt2":
+        layers, width, vocab = model["layers"], model["hidden"], model["vocab"]
+        kv_width = width // model["heads"] * model["kv_heads"]
+        unread = 0 if model["tied_embeddings"] else vocab * width
+        classes = {"gemm": (model["parameters"] - unread) * e}
+    else:
+        layers, width, vocab = MODEL_SHAPES[config["model"]]
+        kv_width = width
+        per_layer = width * 3 * width + width * width + 2 * width * 4 * width  # c_attn, c_proj, mlp
+        per_layer += 3 * width + width + 4 * width + width  # their biases
+        classes = {"gemm": (layers * per_layer + vocab * width) * e}
     slots, cls = config["new_tokens"], "attention"
     if config["variant"].startswith("graphed"):
         slots, cls = -(-slots // SLOT_ALIGN) * SLOT_ALIGN, "gemv"
     elif config["variant"] == "fused":
         start, stop = (int(x) for x in config["window"].split(":"))
         slots = (start + 1 + stop) / 2
-    classes[cls] = 2 * layers * config["batch"] * slots * width * e
+    classes[cls] = 2 * layers * config["batch"] * slots * kv_width * e
     return classes
 
 
@@ -266,7 +276,7 @@ def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
         ops,
         op_names(ops, strings),
         len(a.steps),
-        bytes_per_step(run.info["config"]),
+        bytes_per_step(run.info["config"], run.info.get("model")),
         copy_rate,
         read_full_names(run.trace_path),
     )

@@ -33,6 +33,20 @@ def test_linear_weights_and_the_padded_cache_are_the_least_bytes_a_step_moves():
     assert fused["attention"] == 2 * 12 * 32 * 40.5 * 768 * 4
 
 
+def test_another_family_moves_its_parameters_and_a_grouped_query_cache():
+    # llama:small as run.json records it: untied, so the 32000x768 input embedding is one row.
+    llama = {"architecture": "llama", "layers": 12, "hidden": 768, "heads": 12, "kv_heads": 4,
+             "vocab": 32000, "tied_embeddings": False, "parameters": 125_000_000}
+    config = {**CONFIG, "model": "llama", "variant": "static"}
+    assert bytes_per_step(config, llama) == {
+        "gemm": (125_000_000 - 32000 * 768) * 4,
+        # 4 of 12 heads of 64 each per layer and slot, keys and values
+        "attention": 2 * 12 * 32 * 100 * (768 // 12 * 4) * 4}
+    # A GPT-2 record changes nothing: its own formula, biases counted.
+    assert bytes_per_step({**CONFIG, "variant": "static"}, {"architecture": "gpt2"}) == \
+        bytes_per_step({**CONFIG, "variant": "static"})
+
+
 def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data_dir):
     study = tmp_path / "study-x"
     run = study / "capture" / "20261130T000000Z-static"
