@@ -9,58 +9,37 @@ its report anywhere:
 """
 
 import json
-import math
-import re
 from pathlib import Path
 
 import click
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from analysis import observer
+from analysis.cli import Command, GapscopeError, store_runs
+from analysis.errors import TraceError
+from analysis.kernels import kernel_table, op_names, step_row
+from analysis.plots import plot_analysis, plot_bubbles
+from analysis.readers.nsys import read_full_names
+from analysis.study_benches import (
+    LADDER,
+    LADDER_BENCHES,
+    batch_table,
+    benches,
+    finish_options_table,
+    finish_table,
+    ladder_table,
+    ms,
+    numbered,
+    scale_table,
+)
+from analysis.study_plots import plot_bars, plot_batch, plot_idle, plot_kernels, plot_scale
+from analysis.summary import Options
+from analysis.sweep import analyse_all, run_dirs
 
-from analysis import observer  # noqa: E402
-from analysis.cli import Command, GapscopeError, store_runs  # noqa: E402
-from analysis.errors import TraceError  # noqa: E402
-from analysis.kernels import kernel_table, op_names, step_row  # noqa: E402
-from analysis.plots import plot_analysis, plot_bubbles  # noqa: E402
-from analysis.readers.nsys import read_full_names  # noqa: E402
-from analysis.summary import Options  # noqa: E402
-from analysis.sweep import analyse_all, run_dirs  # noqa: E402
-
-LADDER = [
-    "naive",
-    "kv",
-    "kv-expandable",
-    "static",
-    "compiled",
-    "pipelined",
-    "pipelined+compile",
-    "pipelined-seed+compile",
-    "hf-generate",
-]
-LADDER_BENCHES = ("ladder", "ladder-expandable", "ladder-compile")
 # GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
 MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
 DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 SLOT_ALIGN = 16  # harness/gpt2_step.py pads its cache's slots to this
-
-
-def read_bench(path: Path) -> pd.DataFrame:
-    """One row a variant; compiled runs of a non-compiled variant are labelled `+compile`."""
-    data = json.loads(path.read_text())
-    rows = pd.DataFrame(data["results"])
-    compiled = data["config"].get("compile") not in (None, "none")
-    rows["label"] = [v + "+compile" if compiled and v != "compiled" else v for v in rows["variant"]]
-    rows["copy_bytes_per_s"] = data["copy_bytes_per_s"]
-    return rows.set_index("label")
-
-
-def benches(study: Path) -> dict:
-    return {
-        p.stem.removeprefix("bench-"): read_bench(p) for p in sorted(study.glob("bench-*.json"))
-    }
 
 
 def captures(study: Path) -> dict:
@@ -75,10 +54,6 @@ def captures(study: Path) -> dict:
     return found
 
 
-def ms(x: float) -> str:
-    return f"{x:.3f}"
-
-
 def md_table(df: pd.DataFrame) -> str:
     head = "| " + " | ".join(map(str, df.columns)) + " |"
     rule = "| " + " | ".join("---" for _ in df.columns) + " |"
@@ -90,118 +65,6 @@ def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[
     """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
     image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
     return [title, md_table(table), *image]
-
-
-def ladder_table(b: dict) -> pd.DataFrame:
-    rows = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
-    rows = rows.loc[[v for v in LADDER if v in rows.index]]
-    base = rows.loc["naive", "ms_per_step_median"]
-    return pd.DataFrame(
-        {
-            "variant": rows.index,
-            "ms/step median": rows["ms_per_step_median"].map(ms),
-            "p10–p90": [
-                f"{a:.2f}–{c:.2f}"
-                for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
-            ],
-            "speedup over naive": (base / rows["ms_per_step_median"]).map("{:.2f}x".format),
-            "peak alloc MiB": (rows["peak_allocated_bytes"] / 2**20).map("{:.0f}".format),
-            "peak reserved MiB": (rows["peak_reserved_bytes"] / 2**20).map("{:.0f}".format),
-            "fragmentation": (rows["fragmentation"] * 100).map("{:.1f}%".format),
-        }
-    )
-
-
-def numbered(b: dict, prefix: str) -> dict:
-    """bench-<prefix>-<n> files by n, in numeric order."""
-    found = {
-        int(k[len(prefix) + 1 :]): v for k, v in b.items() if re.fullmatch(rf"{prefix}-\d+", k)
-    }
-    return dict(sorted(found.items()))
-
-
-def scale_table(b: dict) -> pd.DataFrame:
-    rows = []
-    for n, df in numbered(b, "scale").items():
-        naive, kv = df.loc["naive"], df.loc["kv"]
-        rows.append(
-            {
-                "new tokens": n,
-                "naive ms/run": f"{naive['ms_per_run_median']:.0f}",
-                "kv ms/run": f"{kv['ms_per_run_median']:.0f}",
-                "naive ms/step": ms(naive["ms_per_step_median"]),
-                "kv ms/step": ms(kv["ms_per_step_median"]),
-                "naive / kv": f"{naive['ms_per_run_median'] / kv['ms_per_run_median']:.2f}x",
-                "naive reserved MiB": f"{naive['peak_reserved_bytes'] / 2**20:.0f}",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def overlaps(a: pd.Series, b: pd.Series) -> bool:
-    """Whether two variants' p10–p90 ranges of ms/step overlap: a difference within noise."""
-    return (
-        a["ms_per_step_p10"] <= b["ms_per_step_p90"]
-        and b["ms_per_step_p10"] <= a["ms_per_step_p90"]
-    )
-
-
-def batch_table(b: dict) -> pd.DataFrame:
-    rows = []
-    for n, df in numbered(b, "batch").items():
-        c, p = df.loc["compiled"], df.loc["pipelined+compile"]
-        gain = c["ms_per_step_median"] / p["ms_per_step_median"] - 1
-        rows.append(
-            {
-                "batch": n,
-                "compiled ms/step": ms(c["ms_per_step_median"]),
-                "pipelined+compile ms/step": ms(p["ms_per_step_median"]),
-                "pipelined gain": f"{gain * 100:+.1f}%",
-                "within p10–p90 noise": "yes" if overlaps(c, p) else "no",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def finish_table(b: dict) -> pd.DataFrame:
-    rows = b["finish"]
-    ref = rows.loc["hf-generate", "ms_per_step_median"] if "hf-generate" in rows.index else math.nan
-    return pd.DataFrame(
-        {
-            "variant": rows.index,
-            "ms/step median": rows["ms_per_step_median"].map(ms),
-            "p10–p90": [
-                f"{a:.3f}–{c:.3f}"
-                for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
-            ],
-            "steps run": rows["steps"],
-            "vs hf-generate": (ref / rows["ms_per_step_median"]).map("{:.2f}x".format),
-            "% of weight floor": rows["weight_floor_pct"].map("{:.1f}%".format),
-        }
-    )
-
-
-def finish_options_table(b: dict) -> pd.DataFrame:
-    """fused by micro-batches (bench-branches-N beside bench-finish's one branch) and graphed with
-    cuBLASLt off (bench-lt-off beside bench-finish's graphed): separate processes, same config."""
-    fin = b["finish"]
-    rows = []
-    if "graphed" in fin.index:
-        rows.append(("graphed", fin.loc["graphed"]))
-    if "lt-off" in b:
-        rows.append(("graphed, DISABLE_ADDMM_CUDA_LT=1", b["lt-off"].loc["graphed"]))
-    if "fused" in fin.index:
-        rows.append(("fused, 1 branch", fin.loc["fused"]))
-    for n, df in numbered(b, "branches").items():
-        rows.append((f"fused, {n} branches", df.loc["fused"]))
-    return pd.DataFrame(
-        {
-            "variant": [name for name, _ in rows],
-            "ms/step median": [ms(r["ms_per_step_median"]) for _, r in rows],
-            "p10–p90": [f"{r['ms_per_step_p10']:.3f}–{r['ms_per_step_p90']:.3f}" for _, r in rows],
-            "peak reserved MiB": [f"{r['peak_reserved_bytes'] / 2**20:.0f}" for _, r in rows],
-        }
-    )
 
 
 def capture_rows(caps: dict) -> tuple:
@@ -302,102 +165,6 @@ def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
             ),
         }
     )
-
-
-def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel: str, title: str):
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))
-    err = [
-        [v - a for v, a in zip(values, lo, strict=True)],
-        [b - v for v, b in zip(values, hi, strict=True)],
-    ]
-    ax.barh(labels, values, xerr=err, color="#1f77b4", capsize=3)
-    for y, (v, top) in enumerate(zip(values, hi, strict=True)):
-        ax.text(top, y, f"  {v:.2f}", va="center", fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_scale(path: Path, b: dict):
-    fig, ax = plt.subplots(figsize=(6, 4))
-    scale = numbered(b, "scale")
-    for v, color in (("naive", "#d62728"), ("kv", "#2ca02c")):
-        ax.plot(
-            list(scale),
-            [df.loc[v, "ms_per_run_median"] for df in scale.values()],
-            "o-",
-            color=color,
-            label=v,
-        )
-    ax.set_xlabel("new tokens")
-    ax.set_ylabel("ms per run (median)")
-    ax.set_title("naive is quadratic, the KV cache linear (batch 32, fp32)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_batch(path: Path, b: dict):
-    batch = numbered(b, "batch")
-    xs = list(batch)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for v, color in (("compiled", "#1f77b4"), ("pipelined+compile", "#ff7f0e")):
-        med = [df.loc[v, "ms_per_step_median"] for df in batch.values()]
-        lo = [m - df.loc[v, "ms_per_step_p10"] for m, df in zip(med, batch.values(), strict=True)]
-        hi = [df.loc[v, "ms_per_step_p90"] - m for m, df in zip(med, batch.values(), strict=True)]
-        ax.errorbar(xs, med, yerr=[lo, hi], fmt="o-", color=color, capsize=3, label=v)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch")
-    ax.set_ylabel("ms per step (median, p10–p90)")
-    ax.set_title("compiled vs the two-stream ping-pong, by batch")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_idle(path: Path, analyses: dict):
-    names = list(analyses)
-    parts = {"busy": [], "sync": [], "host": [], "queued": []}
-    for name in names:
-        s = analyses[name][0].summary
-        parts["busy"].append(s["busy_ns"] / s["steps"] / 1e6)
-        for c in ("sync", "host", "queued"):
-            parts[c].append(s["idle_ns_by_cause"][c] / s["steps"] / 1e6)
-    colors = {"busy": "#2ca02c", "sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd"}
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.5))
-    left = [0.0] * len(names)
-    for part, values in parts.items():
-        ax.barh(
-            names,
-            values,
-            left=left,
-            color=colors[part],
-            label=part if part == "busy" else f"idle: {part}",
-        )
-        left = [a + v for a, v in zip(left, values, strict=True)]
-    ax.invert_yaxis()
-    ax.set_xlabel("ms per step in the capture (window / steps)")
-    ax.set_title("Where each step's GPU time goes: busy, and idle by cause")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_kernels(path: Path, table: pd.DataFrame, title: str):
-    fig, ax = plt.subplots(figsize=(7, 0.4 * len(table) + 1.2))
-    ax.barh(table["class"], table["µs/step"].astype(float), color="#1f77b4")
-    ax.invert_yaxis()
-    ax.set_xlabel("µs per step on the GPU")
-    ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def repeats(study: Path) -> int:

@@ -1,0 +1,153 @@
+"""A study's untraced benches (scripts/study.sh's bench-*.json) as RESULTS.md tables."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+LADDER = [
+    "naive",
+    "kv",
+    "kv-expandable",
+    "static",
+    "compiled",
+    "pipelined",
+    "pipelined+compile",
+    "pipelined-seed+compile",
+    "hf-generate",
+]
+LADDER_BENCHES = ("ladder", "ladder-expandable", "ladder-compile")
+
+
+def read_bench(path: Path) -> pd.DataFrame:
+    """One row a variant; compiled runs of a non-compiled variant are labelled `+compile`."""
+    data = json.loads(path.read_text())
+    rows = pd.DataFrame(data["results"])
+    compiled = data["config"].get("compile") not in (None, "none")
+    rows["label"] = [v + "+compile" if compiled and v != "compiled" else v for v in rows["variant"]]
+    rows["copy_bytes_per_s"] = data["copy_bytes_per_s"]
+    return rows.set_index("label")
+
+
+def benches(study: Path) -> dict:
+    return {
+        p.stem.removeprefix("bench-"): read_bench(p) for p in sorted(study.glob("bench-*.json"))
+    }
+
+
+def ladder_table(b: dict) -> pd.DataFrame:
+    rows = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
+    rows = rows.loc[[v for v in LADDER if v in rows.index]]
+    base = rows.loc["naive", "ms_per_step_median"]
+    return pd.DataFrame(
+        {
+            "variant": rows.index,
+            "ms/step median": rows["ms_per_step_median"].map(ms),
+            "p10–p90": [
+                f"{a:.2f}–{c:.2f}"
+                for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
+            ],
+            "speedup over naive": (base / rows["ms_per_step_median"]).map("{:.2f}x".format),
+            "peak alloc MiB": (rows["peak_allocated_bytes"] / 2**20).map("{:.0f}".format),
+            "peak reserved MiB": (rows["peak_reserved_bytes"] / 2**20).map("{:.0f}".format),
+            "fragmentation": (rows["fragmentation"] * 100).map("{:.1f}%".format),
+        }
+    )
+
+
+def numbered(b: dict, prefix: str) -> dict:
+    """bench-<prefix>-<n> files by n, in numeric order."""
+    found = {
+        int(k[len(prefix) + 1 :]): v for k, v in b.items() if re.fullmatch(rf"{prefix}-\d+", k)
+    }
+    return dict(sorted(found.items()))
+
+
+def scale_table(b: dict) -> pd.DataFrame:
+    rows = []
+    for n, df in numbered(b, "scale").items():
+        naive, kv = df.loc["naive"], df.loc["kv"]
+        rows.append(
+            {
+                "new tokens": n,
+                "naive ms/run": f"{naive['ms_per_run_median']:.0f}",
+                "kv ms/run": f"{kv['ms_per_run_median']:.0f}",
+                "naive ms/step": ms(naive["ms_per_step_median"]),
+                "kv ms/step": ms(kv["ms_per_step_median"]),
+                "naive / kv": f"{naive['ms_per_run_median'] / kv['ms_per_run_median']:.2f}x",
+                "naive reserved MiB": f"{naive['peak_reserved_bytes'] / 2**20:.0f}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def overlaps(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two variants' p10–p90 ranges of ms/step overlap: a difference within noise."""
+    return (
+        a["ms_per_step_p10"] <= b["ms_per_step_p90"]
+        and b["ms_per_step_p10"] <= a["ms_per_step_p90"]
+    )
+
+
+def batch_table(b: dict) -> pd.DataFrame:
+    rows = []
+    for n, df in numbered(b, "batch").items():
+        c, p = df.loc["compiled"], df.loc["pipelined+compile"]
+        gain = c["ms_per_step_median"] / p["ms_per_step_median"] - 1
+        rows.append(
+            {
+                "batch": n,
+                "compiled ms/step": ms(c["ms_per_step_median"]),
+                "pipelined+compile ms/step": ms(p["ms_per_step_median"]),
+                "pipelined gain": f"{gain * 100:+.1f}%",
+                "within p10–p90 noise": "yes" if overlaps(c, p) else "no",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def finish_table(b: dict) -> pd.DataFrame:
+    rows = b["finish"]
+    ref = rows.loc["hf-generate", "ms_per_step_median"] if "hf-generate" in rows.index else math.nan
+    return pd.DataFrame(
+        {
+            "variant": rows.index,
+            "ms/step median": rows["ms_per_step_median"].map(ms),
+            "p10–p90": [
+                f"{a:.3f}–{c:.3f}"
+                for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
+            ],
+            "steps run": rows["steps"],
+            "vs hf-generate": (ref / rows["ms_per_step_median"]).map("{:.2f}x".format),
+            "% of weight floor": rows["weight_floor_pct"].map("{:.1f}%".format),
+        }
+    )
+
+
+def finish_options_table(b: dict) -> pd.DataFrame:
+    """fused by micro-batches (bench-branches-N beside bench-finish's one branch) and graphed with
+    cuBLASLt off (bench-lt-off beside bench-finish's graphed): separate processes, same config."""
+    fin = b["finish"]
+    rows = []
+    if "graphed" in fin.index:
+        rows.append(("graphed", fin.loc["graphed"]))
+    if "lt-off" in b:
+        rows.append(("graphed, DISABLE_ADDMM_CUDA_LT=1", b["lt-off"].loc["graphed"]))
+    if "fused" in fin.index:
+        rows.append(("fused, 1 branch", fin.loc["fused"]))
+    for n, df in numbered(b, "branches").items():
+        rows.append((f"fused, {n} branches", df.loc["fused"]))
+    return pd.DataFrame(
+        {
+            "variant": [name for name, _ in rows],
+            "ms/step median": [ms(r["ms_per_step_median"]) for _, r in rows],
+            "p10–p90": [f"{r['ms_per_step_p10']:.3f}–{r['ms_per_step_p90']:.3f}" for _, r in rows],
+            "peak reserved MiB": [f"{r['peak_reserved_bytes'] / 2**20:.0f}" for _, r in rows],
+        }
+    )
+
+
+def ms(x: float) -> str:
+    return f"{x:.3f}"

@@ -1,0 +1,108 @@
+"""A study's figures (RESULTS.md): the ladder's bars, the scaling and batch sweeps, idle by
+cause per capture, per-kernel time. matplotlib with the Agg backend; no display needed."""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from analysis.study_benches import numbered  # noqa: E402
+
+
+def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel: str, title: str):
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))
+    err = [
+        [v - a for v, a in zip(values, lo, strict=True)],
+        [b - v for v, b in zip(values, hi, strict=True)],
+    ]
+    ax.barh(labels, values, xerr=err, color="#1f77b4", capsize=3)
+    for y, (v, top) in enumerate(zip(values, hi, strict=True)):
+        ax.text(top, y, f"  {v:.2f}", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_scale(path: Path, b: dict):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    scale = numbered(b, "scale")
+    for v, color in (("naive", "#d62728"), ("kv", "#2ca02c")):
+        ax.plot(
+            list(scale),
+            [df.loc[v, "ms_per_run_median"] for df in scale.values()],
+            "o-",
+            color=color,
+            label=v,
+        )
+    ax.set_xlabel("new tokens")
+    ax.set_ylabel("ms per run (median)")
+    ax.set_title("naive is quadratic, the KV cache linear (batch 32, fp32)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_batch(path: Path, b: dict):
+    batch = numbered(b, "batch")
+    xs = list(batch)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for v, color in (("compiled", "#1f77b4"), ("pipelined+compile", "#ff7f0e")):
+        med = [df.loc[v, "ms_per_step_median"] for df in batch.values()]
+        lo = [m - df.loc[v, "ms_per_step_p10"] for m, df in zip(med, batch.values(), strict=True)]
+        hi = [df.loc[v, "ms_per_step_p90"] - m for m, df in zip(med, batch.values(), strict=True)]
+        ax.errorbar(xs, med, yerr=[lo, hi], fmt="o-", color=color, capsize=3, label=v)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch")
+    ax.set_ylabel("ms per step (median, p10–p90)")
+    ax.set_title("compiled vs the two-stream ping-pong, by batch")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_idle(path: Path, analyses: dict):
+    names = list(analyses)
+    parts = {"busy": [], "sync": [], "host": [], "queued": []}
+    for name in names:
+        s = analyses[name][0].summary
+        parts["busy"].append(s["busy_ns"] / s["steps"] / 1e6)
+        for c in ("sync", "host", "queued"):
+            parts[c].append(s["idle_ns_by_cause"][c] / s["steps"] / 1e6)
+    colors = {"busy": "#2ca02c", "sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd"}
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.5))
+    left = [0.0] * len(names)
+    for part, values in parts.items():
+        ax.barh(
+            names,
+            values,
+            left=left,
+            color=colors[part],
+            label=part if part == "busy" else f"idle: {part}",
+        )
+        left = [a + v for a, v in zip(left, values, strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step in the capture (window / steps)")
+    ax.set_title("Where each step's GPU time goes: busy, and idle by cause")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_kernels(path: Path, table: pd.DataFrame, title: str):
+    fig, ax = plt.subplots(figsize=(7, 0.4 * len(table) + 1.2))
+    ax.barh(table["class"], table["µs/step"].astype(float), color="#1f77b4")
+    ax.invert_yaxis()
+    ax.set_xlabel("µs per step on the GPU")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
