@@ -171,6 +171,17 @@ def repeats(study: Path) -> int:
     return json.loads((study / "bench-ladder.json").read_text())["config"]["repeats"]
 
 
+def model_description(study: Path) -> str:
+    """The model the study ran, from its ladder bench's model record (run.json's, harness/
+    model.py); GPT-2 124M for studies made before benches recorded it."""
+    model = json.loads((study / "bench-ladder.json").read_text()).get("model")
+    if not model or model.get("architecture") == "gpt2" and model.get("size") == "small":
+        return "GPT-2 124M"
+    return (f"{model['architecture']}:{model['size']} ({model['parameters'] / 1e6:.0f}M "
+            f"parameters, {model['layers']} layers of {model['hidden']}, {model['kv_heads']} "
+            f"of {model['heads']} heads for keys and values)")
+
+
 def environment(analyses: dict, b: dict) -> str:
     for _, run, _ in analyses.values():
         v, n = run.info.get("versions", {}), run.info.get("nsys", {})
@@ -264,7 +275,8 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
     )
     parts = [
         f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`: "
-        f"{environment(analyses, b)}. GPT-2 124M with seeded random weights, fp32 with TF32 "
+        f"{environment(analyses, b)}. {model_description(study)} with seeded random weights, "
+        "fp32 with TF32 "
         'matmuls ("high"), empty prompts, greedy decoding. Untraced timings are medians of '
         f"{repeats(study)} runs after a warm-up "
         "(p10–p90 beside them); captures are nsys traces of steps 31–50. Regenerate with "

@@ -2,7 +2,7 @@
 # The whole study on a GPU machine (issue 5): the article's ladder checked, then finished.
 #
 #   scripts/study.sh [--budget quick|full] [--parts ladder,scale,batch,finish,capture,observer,results]
-#                    [--captures "static graphed ..."] [--dir DIR]
+#                    [--captures "static graphed ..."] [--dir DIR] [--model ARCH[:SIZE]]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
 #   bench-ladder        naive kv kv-expandable static compiled pipelined hf-generate (bs 32, 100 tokens)
@@ -23,19 +23,23 @@
 # quick: 3 repeats, fewer sizes and captures, a few minutes; full: what docs/RESULTS.md shows.
 # --parts and --captures split one study over several GPUs or sessions (same --dir): each part
 # writes its own files, and a part already done in DIR is kept, not run again.
+# --model runs every bench and capture on another family (harness/model.py: llama, qwen2, ...);
+# the GPT-2-only variants (graphed, graphed-sync, fused) are then left out.
 set -euo pipefail
 
 budget=full
 parts=ladder,scale,batch,finish,capture,results
 dir=""
 only_captures=""
+model=gpt2
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
     --parts) parts=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --captures) only_captures=$2; shift 2 ;;
-    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir)" >&2; exit 2 ;;
+    --model) model=$2; shift 2 ;;
+    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir, --model)" >&2; exit 2 ;;
   esac
 done
 case "$budget" in
@@ -53,7 +57,12 @@ dir=${dir:-"$root/traces/study-$(date -u +%Y%m%dT%H%M%SZ)"}
 mkdir -p "$dir/capture"
 cd "$root"
 stop="uniform:50-100"
-common=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high --repeats "$repeats")
+common=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high --repeats "$repeats"
+  --model "$model")
+gpt2=1
+case $model in gpt2 | gpt2:* | tiny) ;; *) gpt2=0 ;; esac
+# VARIANTS (comma-separated) without the GPT-2-only ones when the study's model is another family.
+generic() { if [ "$gpt2" = 1 ]; then echo "$1"; else echo "$1" | tr , '\n' | grep -vE '^(graphed|graphed-sync|fused)$' | paste -sd, -; fi; }
 
 want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 say() { printf '[study %4ds] %s\n' "$SECONDS" "$*"; }
@@ -75,23 +84,26 @@ if want ladder; then
 fi
 if want scale; then
   for n in $tokens_list; do
-    bench "bench-scale-$n" --variants naive,kv --batch 32 --new-tokens "$n" --repeats "$repeats"
+    bench "bench-scale-$n" --variants naive,kv --batch 32 --new-tokens "$n" --repeats "$repeats" \
+      --model "$model"
   done
 fi
 if want batch; then
   for b in $batches; do
     bench "bench-batch-$b" --variants compiled,pipelined --compile default --batch "$b" \
-      --new-tokens 100 --repeats "$repeats"
+      --new-tokens 100 --repeats "$repeats" --model "$model"
   done
 fi
 if want finish; then
-  bench bench-finish --variants static,pipelined,deferred,check-every-k,graphed-sync,graphed,fused,nocheck,hf-generate \
+  bench bench-finish --variants "$(generic static,pipelined,deferred,check-every-k,graphed-sync,graphed,fused,nocheck,hf-generate)" \
     --stop "$stop" "${common[@]}"
-  # torch sends a GEMM with a bias to cuBLASLt, whose split-K GEMMs come with memset nodes.
-  (export DISABLE_ADDMM_CUDA_LT=1; bench bench-lt-off --variants graphed --stop "$stop" "${common[@]}")
-  for n in 2 4; do
-    bench "bench-branches-$n" --variants fused --branches "$n" --stop "$stop" "${common[@]}"
-  done
+  if [ "$gpt2" = 1 ]; then
+    # torch sends a GEMM with a bias to cuBLASLt, whose split-K GEMMs come with memset nodes.
+    (export DISABLE_ADDMM_CUDA_LT=1; bench bench-lt-off --variants graphed --stop "$stop" "${common[@]}")
+    for n in 2 4; do
+      bench "bench-branches-$n" --variants fused --branches "$n" --stop "$stop" "${common[@]}"
+    done
+  fi
 fi
 
 if want capture; then
@@ -100,7 +112,8 @@ if want capture; then
   for c in "${names[@]}"; do
     i=$((i + 1))
     variant=${c%%+*}
-    opts=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high)
+    case "$variant" in graphed* | fused) [ "$gpt2" = 1 ] || continue ;; esac
+    opts=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high --model "$model")
     case "$c" in
       *+compile) opts+=(--compile default) ;;
       *+b[0-9]*) opts+=(--branches "${c##*+b}") ;;  # fused+bN: N micro-batches

@@ -134,3 +134,15 @@ def test_the_profilers_share_and_the_untraced_cost_of_the_sync_from_the_twins(tm
     assert "| deferred | 16 | none | 282.9 | 30.0 | 89% | 7.832 | 7.500 | 1: 7.500–7.500 |" in text
     # 9.1 - 7.5 ms from the twins, 5.0 - 4.0 ms from the bench.
     assert "| static vs deferred | 16 | 189.1 vs 282.9 | 1600.0 | 1000.0 |" in text
+
+
+def test_the_header_names_the_family_the_ladder_ran(tmp_path):
+    from analysis.study import model_description
+
+    (tmp_path / "bench-ladder.json").write_text(json.dumps({"model": {
+        "architecture": "llama", "size": "small", "parameters": 125_000_000, "layers": 12,
+        "hidden": 768, "heads": 12, "kv_heads": 4}}))
+    assert model_description(tmp_path) == (
+        "llama:small (125M parameters, 12 layers of 768, 4 of 12 heads for keys and values)")
+    (tmp_path / "bench-ladder.json").write_text(json.dumps({"config": {}}))
+    assert model_description(tmp_path) == "GPT-2 124M"  # studies made before the record
