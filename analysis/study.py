@@ -30,6 +30,7 @@ from analysis.study_benches import (
     ladder_table,
     ms,
     numbered,
+    processes_tables,
     scale_table,
 )
 from analysis.study_plots import plot_bars, plot_batch, plot_idle, plot_kernels, plot_scale
@@ -303,6 +304,8 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
             if len(cost):
                 parts += section("### What the sync costs a step, untraced (measured pairs)",
                                  cost)
+    for title, table in processes_tables(study):
+        parts += section(title, table)
     if (study / "observer").is_dir():
         parts += [PART_START, *observer_sections(study / "observer", fig), PART_END]
     if "finish" in b:

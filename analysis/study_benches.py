@@ -151,3 +151,27 @@ def finish_options_table(b: dict) -> pd.DataFrame:
 
 def ms(x: float) -> str:
     return f"{x:.3f}"
+
+
+def processes_tables(study: Path) -> list:
+    """(title, table) for each `processes-*.json` (`harness bench --processes N`): each variant's
+    median ms/step with its 95% CI over processes, and each pair's difference against the first
+    variant, with its CI (docs/METRICS.md: comparisons across processes)."""
+    out = []
+    for path in sorted(study.glob("processes-*.json")):
+        report = json.loads(path.read_text())
+        rows = [{"variant": r["variant"], "processes": r["processes"],
+                 "ms/step median": ms(r["ms_per_step_median"]),
+                 "95% CI (between processes)": "[{:.3f}, {:.3f}]".format(*r["ms_per_step_ci95"])}
+                for r in report["results"]]
+        for d in report["differences"]:
+            lo, hi = d["ci95"]
+            rows.append({"variant": f"{d['b']} − {d['a']}", "processes": "",
+                         "ms/step median": f"{d['median_diff_ms']:+.3f}",
+                         "95% CI (between processes)": f"[{lo:+.3f}, {hi:+.3f}] "
+                         + ("within noise" if d["within_noise"] else "a difference")})
+        title = (f"### {path.stem.removeprefix('processes-')}: {report['processes']} processes a "
+                 "variant, interleaved")
+        out.append((title, pd.DataFrame(rows)))
+    return out
+

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole study on a GPU machine (issue 5): the article's ladder checked, then finished.
 #
-#   scripts/study.sh [--budget quick|full] [--parts ladder,scale,batch,finish,capture,observer,results]
+#   scripts/study.sh [--budget quick|full]
+#                    [--parts ladder,scale,batch,finish,processes,capture,observer,results]
 #                    [--captures "static graphed ..."] [--dir DIR] [--model ARCH[:SIZE]]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
@@ -12,6 +13,9 @@
 #   bench-finish        the finished ladder with a stop schedule that really stops (uniform 50-100)
 #   bench-lt-off        graphed with DISABLE_ADDMM_CUDA_LT=1: its biased GEMMs off cuBLASLt
 #   bench-branches-N    fused with its batch cut into N micro-batches on N streams
+#   processes-*.json    the eager rungs, each in 5 processes interleaved (bench --processes): CIs
+#                       between processes, which eager timings need (not in the default parts:
+#                       --parts processes)
 #   capture/            one nsys capture per rung (scripts/profile.sh), each with its analysis
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
@@ -104,6 +108,18 @@ if want finish; then
       bench "bench-branches-$n" --variants fused --branches "$n" --stop "$stop" "${common[@]}"
     done
   fi
+fi
+
+if want processes; then
+  for set in "eager static,deferred,pipelined,nocheck" "compiled compiled,pipelined"; do
+    name=processes-${set%% *}
+    if [ -s "$dir/$name.json" ]; then say "$name: done before, kept"; continue; fi
+    extra=()
+    [ "${set%% *}" = compiled ] && extra=(--compile default)
+    say "$name: bench --processes 5 --variants ${set#* }"
+    "$PY" -m harness bench --variants "${set#* }" --processes 5 "${extra[@]}" "${common[@]}" \
+      --json "$dir/$name.json" 2>&1 | tee "$dir/$name.log" || say "$name FAILED; going on"
+  done
 fi
 
 if want capture; then

@@ -146,3 +146,23 @@ def test_the_header_names_the_family_the_ladder_ran(tmp_path):
         "llama:small (125M parameters, 12 layers of 768, 4 of 12 heads for keys and values)")
     (tmp_path / "bench-ladder.json").write_text(json.dumps({"config": {}}))
     assert model_description(tmp_path) == "GPT-2 124M"  # studies made before the record
+
+
+def test_benches_across_processes_become_a_table_with_their_cis(tmp_path):
+    from analysis.study_benches import processes_tables
+
+    (tmp_path / "processes-eager.json").write_text(json.dumps({
+        "processes": 5, "aa": False,
+        "results": [
+            {"variant": "static", "processes": 5, "ms_per_step_median": 5.9,
+             "ms_per_step_ci95": [5.75, 6.1]},
+            {"variant": "deferred", "processes": 5, "ms_per_step_median": 5.8,
+             "ms_per_step_ci95": [5.7, 6.2]}],
+        "differences": [{"a": "static", "b": "deferred", "median_diff_ms": -0.1,
+                         "ci95": [-0.4, 0.3], "within_noise": True}]}))
+    ((title, table),) = processes_tables(tmp_path)
+    assert title == "### eager: 5 processes a variant, interleaved"
+    assert table.values.tolist() == [
+        ["static", 5, "5.900", "[5.750, 6.100]"],
+        ["deferred", 5, "5.800", "[5.700, 6.200]"],
+        ["deferred − static", "", "-0.100", "[-0.400, +0.300] within noise"]]
