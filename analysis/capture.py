@@ -170,9 +170,10 @@ def capture_contents(sqlite: Path, step_pattern: str) -> Contents:
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         names = ([n for (n,) in db.execute(NVTX_NAMES_SQL) if n is not None]
                  if {"NVTX_EVENTS", "StringIds"} <= tables else [])
-        kernels = 0
-        if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
-            kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        # A graph-level capture records graph executions, not their kernels (as lib.sh counts).
+        kernels = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                      for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+                      if t in tables)
     steps = sum(1 for n in names if pattern.search(n))
     return Contents(steps, len(names), sorted(set(names))[:5], kernels)
 

@@ -154,7 +154,10 @@ def analyze(trace, fmt, table, plot, db_path, step_pattern, check_pattern, devic
         for chunk in report_mod.json_chunks(analyses):
             sys.stdout.write(chunk)
     elif fmt == "csv":
-        sys.stdout.write(report_mod.to_csv(analyses, table))
+        try:
+            sys.stdout.write(report_mod.to_csv(analyses, table))
+        except TraceError as e:
+            raise GapscopeError(str(e)) from None
     elif fmt == "md":
         click.echo(report_mod.to_markdown(run.label, analyses), nl=False)
     else:
@@ -240,8 +243,6 @@ def compare(traces, fmt, wide, db_path, where, step_pattern, check_pattern, devi
         click.echo(json.dumps(out, indent=1))
     elif fmt == "md":
         click.echo(compare_mod.to_markdown(table), nl=False)
-        if spread is not None:
-            click.echo("\n" + compare_mod.between_runs_text(spread))
     elif len(table) >= compare_mod.ROWS_FROM and not wide:
         click.echo(compare_mod.to_text_rows(table))
     else:

@@ -240,11 +240,12 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
         return None
     rng = np.random.default_rng(SEED)
     rows, base = [], None
-    for members in groups.values():
+    names = _group_names([members[0][1] for members in groups.values()])
+    for name, members in zip(names, groups.values(), strict=True):
         medians = np.array([a.summary["period_ns_median"] for a, _ in members], dtype=np.float64)
         boot = bootstrap_medians(medians, rng)
         untraced = [r.untraced_ms_per_step() for _, r in members]
-        row = {"label": members[0][1].label, "runs": len(members),
+        row = {"label": name, "runs": len(members),
                "period_ns_median": float(np.median(medians)),
                "period_ns_ci": tuple(np.percentile(boot, [2.5, 97.5])),
                "untraced_ms_per_step_median": (float(np.median(untraced))
@@ -259,17 +260,31 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
+def _group_names(runs: list) -> list:
+    """Each configuration's label, with the config values that tell it from the others where two
+    share a label (`static batch=8`, `static batch=2`)."""
+    configs = [{k: str(v) for k, v in (r.info.get("config") or {}).items() if k != "out"}
+               for r in runs]
+    labels = [r.label for r in runs]
+    out = []
+    for label, c in zip(labels, configs, strict=True):
+        same = [d for d, other in zip(configs, labels, strict=True) if other == label]
+        differ = sorted(k for k in c if len({d.get(k) for d in same}) > 1)
+        out.append(" ".join([label, *(f"{k}={c[k]}" for k in differ)]))
+    return out
+
+
 def between_runs_text(table: pd.DataFrame) -> str:
     lines = ["Between runs (CIs from the spread between runs of one configuration, not the "
              "steps of one):"]
     for _, r in table.iterrows():
         lo, hi = r["period_ns_ci"]
-        text = (f"  {r['label']}: {r['runs']} runs, period {r['period_ns_median'] / 1e6:.3f} ms "
+        text = (f"  {r['label']}: {r['runs']} runs, {r['period_ns_median'] / 1e6:.3f} ms/step "
                 f"[{lo / 1e6:.3f}, {hi / 1e6:.3f}]")
         if r["vs_first_ci"] is not None:
             d_lo, d_hi = r["vs_first_ci"]
             verdict = "within noise" if r["within_noise"] else "beyond noise"
-            text += f", vs first [{d_lo / 1e6:+.3f}, {d_hi / 1e6:+.3f}] {verdict}"
+            text += f"; vs first [{d_lo / 1e6:+.3f}, {d_hi / 1e6:+.3f}] {verdict}"
         lines.append(text)
     return "\n".join(lines)
 
@@ -291,11 +306,6 @@ ROW_COLUMNS = (
     ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
 )
 TERMINAL_COLUMNS = 100
-
-
-def _scaled(value, scale: float):
-    return None if value is None or (isinstance(value, float) and np.isnan(value)) \
-        else value / scale
 
 
 def _noise(row: dict, key: str) -> str:

@@ -10,6 +10,8 @@ time: its GPU period where the capture traced CUDA, the untraced ms/step otherwi
 import numpy as np
 import pandas as pd
 
+from analysis.errors import TraceError
+
 
 def _get(info: dict, *keys):
     for key in keys:
@@ -23,7 +25,15 @@ def floor_summary(info: dict, steps: pd.DataFrame, metrics: dict | None) -> dict
     rate = _get(info, "untraced", "floor", "copy_bytes_per_s")
     if not by_step or not rate:
         return None
-    bytes_of = dict((int(s), float(b)) for s, b in by_step)
+    untraced_ms = _get(info, "untraced", "ms_per_step_median")
+    try:
+        bytes_of = dict((int(s), float(b)) for s, b in by_step)
+        rate = float(rate)
+        untraced_ms = None if untraced_ms is None else float(untraced_ms)
+    except (TypeError, ValueError):
+        raise TraceError("run.json: floor.bytes_by_step, untraced.floor.copy_bytes_per_s or "
+                         "untraced.ms_per_step_median is not numbers; the harness writes "
+                         "them: run it again or remove them") from None
     floor_ns = np.array([bytes_of.get(int(s), np.nan) for s in steps["step"]]) / rate * 1e9
     mean_floor_ns = float(np.nanmean(floor_ns)) if np.isfinite(floor_ns).any() else None
     period = (steps["period_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -31,7 +41,6 @@ def floor_summary(info: dict, steps: pd.DataFrame, metrics: dict | None) -> dict
     traced_pct = None
     if period is not None and mean_floor_ns is not None:
         traced_pct = float(100 * np.nanmedian(floor_ns / period))
-    untraced_ms = _get(info, "untraced", "ms_per_step_median")
     return {
         "floor_ns_per_step": mean_floor_ns,
         "bytes_per_step": float(np.mean(list(bytes_of.values()))),

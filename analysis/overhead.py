@@ -30,7 +30,9 @@ def _process_files(d: Path, stem: str) -> list:
 
 def merge_untraced(d: Path) -> None:
     """untraced.json: the first process's bench with every process's ms/step under
-    `processes_ms_per_step`; untraced_steps.json: every process's runs in one file."""
+    `processes_ms_per_step` and their median as `ms_per_step_median` (what run.json's
+    `untraced` and so compare's profiler overhead then use); untraced_steps.json: every
+    process's runs in one file."""
     benches = [b for b in map(_load, _process_files(d, "untraced")) if b]
     if benches:
         merged = benches[0]
@@ -38,6 +40,7 @@ def merge_untraced(d: Path) -> None:
             r["processes_ms_per_step"] = [
                 x["ms_per_step_median"] for b in benches for x in b["results"]
                 if x["variant"] == r["variant"]]
+            r["ms_per_step_median"] = statistics.median(r["processes_ms_per_step"])
         (d / "untraced.json").write_text(json.dumps(merged, indent=1) + "\n")
     timelines = [t for t in map(_load, _process_files(d, "untraced_steps")) if t]
     if timelines:

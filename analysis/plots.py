@@ -160,7 +160,7 @@ def plot_analysis(a, label: str, path) -> None:
     """One PNG: timeline on top, per-step bars and gap histogram below, and under the bars the
     per-step GPU metrics where the capture sampled them (alone for a metrics-only capture)."""
     metrics = bool(a.summary.get("gpu_metrics"))
-    if not hasattr(a, "gaps"):
+    if a.summary.get("cuda_trace") is False:  # a metrics-only capture: no ops to draw
         fig, ax = plt.subplots(figsize=(13, 4.5), layout="constrained")
         draw_step_metrics(ax, a)
         fig.suptitle(f"{label}: device {a.device}, GPU metrics only (no CUDA trace)")

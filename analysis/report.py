@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.errors import TraceError
 from analysis.summary import CAUSES, LEDGER, MetricsAnalysis
 
 
@@ -113,6 +114,9 @@ TABLES = ("steps", "gaps", "streams")
 
 def to_csv(analyses: list, table: str = "steps") -> str:
     """One table (steps, gaps or streams), one row per step, gap or stream, and device."""
+    if table != "steps" and any(isinstance(a, MetricsAnalysis) for a in analyses):
+        raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
+                         "gaps or streams; --table steps prints its per-step metrics")
     frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams}
     out = pd.concat([frames[table](a).assign(device=a.device) for a in analyses],
                     ignore_index=True)

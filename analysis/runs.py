@@ -45,6 +45,13 @@ def _read_info(path: Path) -> dict:
     return info if isinstance(info, dict) else {}
 
 
+def is_run_dir(directory: Path) -> bool:
+    """A directory that holds a trace (or the capture to export one from): what find_trace
+    takes, as opposed to a directory of run directories."""
+    return (any(directory.glob("*.sqlite")) or any((directory / n).is_file() for n in KINETO_NAMES)
+            or (directory / "capture.nsys-rep").is_file())
+
+
 def find_trace(directory: Path) -> Path:
     if (directory / TRACE_NAME).is_file():
         return directory / TRACE_NAME

@@ -1,6 +1,6 @@
 """The whole analysis of one trace, device by device (METRICS.md), and its summary numbers."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -197,11 +197,14 @@ def _peak(trace: Trace, device: int) -> tuple:
 @dataclass(frozen=True)
 class MetricsAnalysis:
     """A capture of GPU metrics without a CUDA trace: per-step metrics over the NVTX ranges,
-    no ops, so no gaps, streams or stop-check cover."""
+    no ops, so no gaps, streams or stop-check cover (`gaps` and `streams` are empty, so code
+    that takes any analysis needs no special case to read them)."""
 
     device: int
     summary: dict
     steps: pd.DataFrame
+    gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def analyze_metrics(trace: Trace, options: Options = Options()) -> list:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analysis import api
 from analysis.errors import TraceError
-from analysis.runs import TRACE_NAME
+from analysis.runs import KINETO_NAMES, TRACE_NAME, is_run_dir
 from analysis.summary import Options
 
 # From this many runs on, progress is shown even when they were named one by one.
@@ -17,8 +17,8 @@ PROGRESS_FROM = 8
 
 
 def is_sweep(path: Path) -> bool:
-    """A directory that is no run directory itself (no trace in it) but holds some under it."""
-    return path.is_dir() and not (path / TRACE_NAME).is_file() and not any(path.glob("*.sqlite"))
+    """A directory that is no run directory itself (runs.is_run_dir) but holds some under it."""
+    return path.is_dir() and not is_run_dir(path)
 
 
 def expand(args) -> tuple:
@@ -56,7 +56,7 @@ def run_dirs(root: Path) -> list:
     assembled from links), never looking inside a run directory."""
     found = []
     for here, subdirs, files in os.walk(root, followlinks=True):
-        if TRACE_NAME in files:
+        if TRACE_NAME in files or any(n in files for n in KINETO_NAMES):
             found.append(Path(here))
             subdirs.clear()
         subdirs.sort()

@@ -69,6 +69,7 @@ class StepTimeline:
         self.cuda = torch.cuda.is_available()
         self.source = "cuda-events" if self.cuda else "host-clock"
         self.marks = []  # (step, start mark, end mark): CUDA events or perf_counter_ns
+        self._open = None  # [step, start mark, end mark or None] while a span is open
 
     def _mark(self):
         if not self.cuda:
@@ -82,11 +83,19 @@ class StepTimeline:
         if not self.on:
             yield
             return
-        start = self._mark()
+        self._open = [i, self._mark(), None]
         try:
             yield
         finally:
-            self.marks.append((i, start, self._mark()))
+            i, start, end = self._open
+            self.marks.append((i, start, end if end is not None else self._mark()))
+            self._open = None
+
+    def end_early(self) -> None:
+        """Ends the open step's span here, once: before its stop check, whose copy to the host
+        and wait belong to the bubble (METRICS.md, "Untraced")."""
+        if self.on and self._open is not None and self._open[2] is None:
+            self._open[2] = self._mark()
 
     def read(self) -> dict:
         """{"step", "start_ns", "end_ns"}: ns from the first step's start mark."""

@@ -107,7 +107,11 @@ class ProfiledSteps:
         return _forward_range() if self.enabled else nullcontext()
 
     def check(self):
-        """The stop check inside a step (NVTX `Check Stop Condition`): what `--check` finds."""
+        """The stop check inside a step (NVTX `Check Stop Condition`): what `--check` finds. The
+        step's timeline span ends here, as the harness' does: the check's copy to the host and
+        its wait belong to the bubble."""
+        if self._steps is not None:
+            self._steps.end_early()
         return _check_range() if self.enabled else nullcontext()
 
     def close(self) -> None:

@@ -166,7 +166,7 @@ tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE t
 # nsys exports lazily: a table that would hold no rows is not created at all.
 STEPS_SQL = """
     SELECT count(*) FROM NVTX_EVENTS AS e LEFT JOIN StringIds AS s ON s.id = e.textId
-    WHERE coalesce(e.text, s.value) LIKE 'Step %'"""
+    WHERE coalesce(e.text, s.value) LIKE 'Step %' AND e.eventType IN (59, 60, 70, 71)"""
 steps = db.execute(STEPS_SQL).fetchone()[0] if {"NVTX_EVENTS", "StringIds"} <= tables else 0
 # A graph-level capture (--cuda-graph-trace=graph) records graph executions, not their kernels.
 kernels = sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]

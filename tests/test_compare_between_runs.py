@@ -36,10 +36,30 @@ def test_runs_of_one_configuration_get_the_between_run_spread(tmp_path):
     assert 0 <= lo <= hi <= 30 and first["vs_first_ci"] is None
     text = CliRunner().invoke(main, ["compare", *a, *b]).output
     assert "CIs from the spread between runs of one configuration, not the steps of one" in text
-    assert "  static: 3 runs, period 0.000 ms [" in text
+    assert "  static batch=8: 3 runs, 0.000 ms/step [" in text
+    assert "  static batch=2: 2 runs" in text
 
 
 def test_one_run_per_configuration_keeps_the_step_spread_only(tmp_path):
     runs = [run_dir(tmp_path / "a", 10, 8), run_dir(tmp_path / "b", 30, 2)]
     out = json.loads(CliRunner().invoke(main, ["compare", *runs, "--format", "json"]).output)
     assert isinstance(out, list) and len(out) == 2
+
+
+def test_markdown_says_between_runs_once(tmp_path):
+    a = [run_dir(tmp_path / f"a{x}", x, 8) for x in (10, 30)]
+    out = CliRunner().invoke(main, ["compare", *a, "--format", "md"]).output
+    assert out.count("Between runs") == 1
+
+
+def test_a_floor_in_run_json_that_is_not_numbers_is_one_line(tmp_path):
+    path = tmp_path / "r"
+    run_dir(path, 10, 8)
+    info = json.loads((path / "run.json").read_text())
+    info["floor"] = {"bytes_by_step": [[1, "x"]]}
+    info["untraced"] = {"floor": {"copy_bytes_per_s": 1e12}}
+    (path / "run.json").write_text(json.dumps(info))
+    result = CliRunner().invoke(main, ["analyze", str(path)])
+    assert result.exit_code == 2
+    assert result.output.startswith("gapscope: error: run.json: floor.bytes_by_step")
+    assert result.output.count("\n") == 1

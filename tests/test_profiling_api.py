@@ -160,3 +160,15 @@ def test_the_timeline_times_real_steps_on_cuda():
     assert t["step"] == [1, 2, 3, 4, 5] and t["start_ns"][0] == 0
     assert all(s < e for s, e in zip(t["start_ns"], t["end_ns"], strict=True))
     assert t["end_ns"] == sorted(t["end_ns"])
+
+
+def test_a_steps_timeline_span_ends_before_its_stop_check(fake_cuda):
+    with profiling.profiled_steps(window=None, timeline=True) as prof:
+        for i in (1, 2):
+            with prof.step(i):
+                FakeEvent.recorded += 0  # the forward: no event
+                with prof.check():
+                    FakeEvent.recorded += 10  # the check's copy and wait: 15 ms of event time
+    # Step 1 ends at its check (event 1), before the check's 15 ms; step 2 starts after them.
+    assert prof.timeline() == {"step": [1, 2], "start_ns": [0, 18_000_000],
+                               "end_ns": [1_500_000, 19_500_000]}
