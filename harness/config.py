@@ -54,6 +54,8 @@ class RunConfig:
             del d["kineto"]  # only a run with a torch.profiler twin says where it went
         else:
             d["kineto"] = str(self.kineto)
+        if self.tp == 1:
+            del d["tp"]  # only a tensor-parallel run says so (run.json's `tp` has the rest)
         d["compile"] = compile_mode(self)
         d["k"] = check_every(self)
         d["branches"] = branch_count(self)
