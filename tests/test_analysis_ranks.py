@@ -1,5 +1,9 @@
 """analysis/ranks.py on hand-built per-rank captures (tests/synth.py, rank_traces draws them)."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from synth import ALL_REDUCE, rank_traces
 
@@ -69,3 +73,18 @@ def test_a_rank_captured_earlier_is_put_on_rank_0s_time_base(tmp_path, ranks):
     assert late[1][0].steps["gpu_start"].tolist() == [1010, 1100]  # its own base
     assert late[1][1].equals(ranks[1][1])
     assert collective_waits([c for _, c in late]).equals(collective_waits([c for _, c in ranks]))
+
+
+def test_the_ranks_script_prints_the_table_and_refuses_a_directory_without_captures(tmp_path):
+    script = Path(__file__).resolve().parent.parent / "scripts" / "ranks.py"
+    for r, synth in enumerate(rank_traces(early_ns=1000)):
+        synth.write(tmp_path / f"capture_{r}.sqlite")
+    done = subprocess.run([sys.executable, script, tmp_path], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[6].split() == ["2", "1", "0.1", "0.1", "2", "0.0", "1"]  # ns print as 0.1 µs
+    assert max(len(line) for line in lines) <= 100
+    (tmp_path / "empty").mkdir()
+    done = subprocess.run([sys.executable, script, tmp_path / "empty"], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stderr.startswith("gapscope: error: ")
