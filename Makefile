@@ -11,6 +11,8 @@ VARIANT ?= pipelined
 ARGS   ?=
 # make profile RUNS=N: N captures of one configuration (compare them for the between-run spread).
 RUNS   ?= 1
+# make profile TP=N: one capture per rank of a tensor-parallel run (scripts/profile-tp.sh).
+TP     ?= 1
 DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-compile graphed-sync graphed fused)
 
 ifdef NO_VENV
@@ -63,7 +65,8 @@ lint: $(HARNESS_DEPS)
 profile: $(HARNESS_DEPS)
 	@for i in $$(seq $(RUNS)); do \
 	  echo "gapscope: make profile: capture $$i of $(RUNS)" >&2; \
-	  bash scripts/profile.sh $(VARIANT) $(ARGS) || exit $$?; \
+	  if [ "$(TP)" = 1 ]; then bash scripts/profile.sh $(VARIANT) $(ARGS) || exit $$?; \
+	  else bash scripts/profile-tp.sh $(VARIANT) $(TP) $(ARGS) || exit $$?; fi; \
 	done
 
 profile-all: $(HARNESS_DEPS)

@@ -64,6 +64,8 @@ def build_parser() -> Parser:
     run.add_argument("--out", type=Path, required=True, help="run directory for run.json")
     run.add_argument("--kineto", type=Path, default=None, metavar="FILE.json[.gz]",
                      help="also capture the window with torch.profiler into this trace")
+    run.add_argument("--tp", type=int, default=1,
+                     help="tensor-parallel ranks: under torchrun --nproc-per-node N")
     add_run_options(run)
     bench = sub.add_parser("bench", help="untraced timing of several variants",
                            formatter_class=DefaultsHelp)
@@ -89,7 +91,8 @@ def to_config(args: argparse.Namespace, variant: str) -> RunConfig:
         new_tokens=args.new_tokens, dtype=args.dtype, matmul_precision=args.matmul_precision,
         compile=args.compile, stop=args.stop, stop_seed=args.stop_seed, k=args.k,
         branches=args.branches, window=args.window, seed=args.seed, device=args.device,
-        gpu_sleep_cycles=args.gpu_sleep_cycles, kineto=getattr(args, "kineto", None))
+        gpu_sleep_cycles=args.gpu_sleep_cycles, kineto=getattr(args, "kineto", None),
+        tp=getattr(args, "tp", 1))
 
 
 RUN_OPTIONS = ("model", "batch", "new_tokens", "dtype", "matmul_precision", "compile", "stop",
@@ -119,7 +122,9 @@ def cmd_run(args) -> int:
     cfg = validate(to_config(args, args.variant))  # bad options answered before torch loads
     from harness.run import run, summary_line
 
-    print(summary_line(run(cfg)))
+    record = run(cfg)
+    if record.get("tp", {}).get("rank", 0) == 0:
+        print(summary_line(record))
     return 0
 
 

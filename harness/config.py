@@ -17,6 +17,9 @@ OWN_GPT2_STEP = NEEDS_CUDA  # our own GPT-2 step: the other variants run any cau
 MAX_POSITIONS = 1024
 DEFAULT_K = 8
 DEFAULT_BRANCHES = 1  # fused: micro-batches side by side (docs/RESULTS.md measures 1, 2, 4)
+# --tp N: the generic static-cache rungs, over the families harness/tp.py shards.
+TP_VARIANTS = ("static", "compiled", "pipelined", "deferred", "nocheck")
+TP_FAMILIES = ("gpt2", "llama")
 
 
 class ConfigError(ValueError):
@@ -42,6 +45,7 @@ class RunConfig:
     device: str = "cuda"
     gpu_sleep_cycles: int = 0  # test-only: slows each step on the GPU so the host runs ahead
     kineto: Path | None = None  # run: also write a torch.profiler trace of the window here
+    tp: int = 1  # run: tensor-parallel ranks (harness/tp.py), launched by torchrun
 
     def to_json(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -50,6 +54,8 @@ class RunConfig:
             del d["kineto"]  # only a run with a torch.profiler twin says where it went
         else:
             d["kineto"] = str(self.kineto)
+        if self.tp == 1:
+            del d["tp"]  # only a tensor-parallel run says so (run.json's `tp` has the rest)
         d["compile"] = compile_mode(self)
         d["k"] = check_every(self)
         d["branches"] = branch_count(self)
@@ -160,6 +166,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(f"{v} needs CUDA")
     if cfg.gpu_sleep_cycles and cfg.device != "cuda":
         raise ConfigError("--gpu-sleep-cycles needs --device cuda")
+    _check_tp(cfg, family, mode)
     if cfg.kineto is not None:
         if not str(cfg.kineto).endswith((".json", ".json.gz")):
             raise ConfigError(
@@ -181,6 +188,22 @@ def bench_configs(cfg: RunConfig, variants: list[str]) -> list[RunConfig]:
 def _check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{flag} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _check_tp(cfg: RunConfig, family: str, mode: str) -> None:
+    if cfg.tp < 1:
+        raise ConfigError(f"--tp must be >= 1, got {cfg.tp}")
+    if cfg.tp == 1:
+        return
+    if cfg.variant not in TP_VARIANTS:
+        raise ConfigError(f"--tp runs {', '.join(TP_VARIANTS)}, not {cfg.variant}")
+    if family not in TP_FAMILIES:
+        raise ConfigError(f"--tp shards {' and '.join(TP_FAMILIES)}, not {family}")
+    if mode == "reduce-overhead":
+        raise ConfigError("--tp with --compile reduce-overhead would capture NCCL in compile's "
+                          "CUDA graphs, untried: use --compile default")
+    if cfg.kineto is not None:
+        raise ConfigError("--tp with --kineto: every rank would write the one trace")
 
 
 def _check_stop(stop: tuple, new_tokens: int) -> None:

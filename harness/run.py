@@ -55,7 +55,14 @@ def run(cfg: RunConfig) -> dict:
     out = make_out_dir(cfg.out)
     if cfg.variant == "kv-expandable":
         set_expandable_segments(True)  # before load_model: CUDA must not be initialised yet
+    if cfg.tp > 1:
+        from harness import tp
+
+        tp.init(cfg.tp, cfg.device)  # before the model: it goes to this rank's GPU
     model = load_model(cfg)
+    model_info = model_record(cfg.model, model)  # the whole model, before any shard
+    if cfg.tp > 1:
+        tp.shard(model, cfg.tp)
     decode = make_decoder(model, cfg)
     decode(no_window())
     start, stop = profile_window(cfg)
@@ -72,14 +79,21 @@ def run(cfg: RunConfig) -> dict:
                           f"opened (the run made {result['steps_run']} steps): nothing captured")
     shape = model_shape(model.config, next(model.parameters()).element_size(),
                         weight_bytes(model))
+    if cfg.tp > 1:
+        shape = tp.rank_shape(shape, cfg.tp)  # one rank's bytes: its floor
     record = {
         "config": cfg.to_json(),
-        "model": model_record(cfg.model, model),
+        "model": model_info,
         "versions": versions(),
         "result": summarise(result, cfg),
         "timing": timing(wall_ns, window, result["steps_run"]),
         "floor": window_bytes(shape, cfg.variant, cfg.batch, cfg.new_tokens, start, stop),
     }
+    if cfg.tp > 1:
+        record["tp"] = tp.record(cfg.tp, record["result"]["tokens_sha256"], model)
+        tp.close()
+        if record["tp"]["rank"] != 0:
+            return record  # rank 0 writes run.json; each rank's capture is its own
     (out / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
 

@@ -216,10 +216,21 @@ def _static_step(model, cfg: RunConfig, st: dict):
         torch._dynamo.reset()  # a fresh compile per variant: no guards left from another one
         forward = torch.compile(static_logits, mode=mode)
 
+    agree = _tp_agree(cfg)
+
     def step(i):
-        return advance(st, forward(model, cache, st["token"], st["pos"], slots, kw))
+        return agree(advance(st, forward(model, cache, st["token"], st["pos"], slots, kw)))
 
     return cache, step
+
+
+def _tp_agree(cfg: RunConfig):
+    """--tp: the flag all-reduced across ranks (harness/tp.py), except where no one reads it."""
+    if cfg.tp == 1 or cfg.variant == "nocheck":
+        return lambda flag: flag
+    from harness.tp import agree
+
+    return agree
 
 
 def _cache_tensors(cache) -> list[torch.Tensor]:

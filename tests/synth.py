@@ -56,6 +56,7 @@ SCHEMA = {
                                "typeName TEXT NOT NULL, metricId INTEGER NOT NULL, "
                                "metricName TEXT NOT NULL",
     "TARGET_INFO_GPU": "id INTEGER NOT NULL, name TEXT, memoryBandwidth INTEGER",
+    "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT",
 }
 # A metric-set typeId as nsys writes them: the GPU in the low byte, the set and chip above it.
 METRIC_TYPE_ID = 0x10A00
@@ -77,6 +78,7 @@ class Synth:
     metrics: list = field(default_factory=list)
     metric_names: dict = field(default_factory=dict)
     gpus: list = field(default_factory=list)
+    session_start_ns: int | None = None  # the capture's start on the UTC clock
 
     def string(self, value: str) -> int:
         return self.strings.setdefault(value, len(self.strings) + 1)
@@ -133,6 +135,8 @@ class Synth:
                 (t, 0, "GH100", m, name) for (t, name), m in self.metric_names.items()]
         if self.gpus:
             rows["TARGET_INFO_GPU"] = self.gpus
+        if self.session_start_ns is not None:
+            rows["TARGET_INFO_SESSION_START_TIME"] = [(self.session_start_ns, "", "")]
         rows.update({OP_TABLE[k]: v for k, v in self.ops.items()
                      if v or OP_TABLE[k] in keep_empty})
         for table, values in rows.items():
@@ -195,3 +199,36 @@ def metrics_only_trace() -> Synth:
         t.sample(ts, GR, gr)
     t.gpus.append((0, "NVIDIA H200", None))
     return t
+
+
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def rank_traces(early_ns: int = 0) -> list[Synth]:
+    """Two ranks of one tensor-parallel run, two steps (worked out in
+    tests/test_analysis_ranks.py); each step a GEMM, then all-reduces (AR). On one time base as
+    drawn; rank 1's capture started `early_ns` before rank 0's (at 10^9 on the UTC clock), so
+    its export's times are early_ns larger:
+
+    time      0    10   30   50   80 82  100  120  140 150 155 170 175  200
+    rank 0    [Step 1 ...........]      [Step 2 .......................]
+      ops          [gemm][AR 30-80]          [gemm][AR 120-150][AR 155-170]
+    rank 1    [Step 1 ...........]      [Step 2 .......................]
+      ops          [gemm 10-50][AR 50-82]    [gemm 100-140][AR][AR 150-175]
+    """
+    plans = [  # (step range, [(op start, op end, name)])
+        [((0, 100), [(10, 30, "gemm"), (30, 80, ALL_REDUCE)]),
+         ((100, 200), [(100, 120, "gemm"), (120, 150, ALL_REDUCE), (155, 170, ALL_REDUCE)])],
+        [((0, 100), [(10, 50, "gemm"), (50, 82, ALL_REDUCE)]),
+         ((100, 200), [(100, 140, "gemm"), (140, 150, ALL_REDUCE), (150, 175, ALL_REDUCE)])],
+    ]
+    traces = []
+    for r, plan in enumerate(plans):
+        t = Synth(session_start_ns=10**9 - r * early_ns)
+        d = -r * early_ns
+        for n, ((lo, hi), ops) in enumerate(plan, start=1):
+            t.range(f"Step {n}", lo - d, hi - d)
+            for j, (start, end, name) in enumerate(ops):
+                t.launch(lo + j - d, lo + j + 1 - d, start - d, end - d, name=name)
+        traces.append(t)
+    return traces

@@ -767,3 +767,31 @@ def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
     assert (tmp_path / "hv" / "hardware-view.tgz").stat().st_size > 0
     bad = run_script("hardware-view.sh", env, "everything", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown stage 'everything'" in bad.stderr
+
+
+def test_profile_tp_captures_each_rank_under_torchrun_and_tables_the_ranks(tmp_path):
+    # Two gloo ranks on the CPU, each under its own (stand-in) nsys; each export is the bundled
+    # H200 capture, so the ranks' table has every step and no collective.
+    result = run_script("profile-tp.sh", make_env(tmp_path, OMP_NUM_THREADS="1"), "static", "2",
+                        *CPU_RUN, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    assert run.name.endswith("-static-tp2")
+    names = {p.name for p in run.iterdir()}
+    assert {"capture_0.nsys-rep", "capture_1.nsys-rep", "capture_0.sqlite", "capture_1.sqlite",
+            "run.json", "nsys.log", "ranks.txt"} <= names
+    profiles = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert len(profiles) == 2 and all(f"{run}/capture_%q{{RANK}}" in c for c in profiles)
+    record = json.loads((run / "run.json").read_text())
+    assert record["tp"]["world_size"] == 2 and record["tp"]["ranks_agree"]
+    assert "torch.distributed.run --standalone --nproc-per-node 2" in record["nsys"]["command"]
+    assert "waited_rank" in (run / "ranks.txt").read_text()
+
+
+def test_profile_tp_refuses_a_variant_tp_does_not_run_before_nsys_is_looked_for(tmp_path):
+    env = make_env(tmp_path, PATH=path_without_nsys())
+    result = run_script("profile-tp.sh", env, "kv", "2", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("gapscope: error: --tp runs static, compiled, pipelined, "
+                                    "deferred, nocheck, not kv: usage: scripts/profile-tp.sh")
+    assert run_dirs(tmp_path) == []

@@ -388,3 +388,16 @@ def read_full_names(path) -> pd.DataFrame:
     finally:
         con.close()
     return pd.DataFrame(rows, columns=["full_name", "start", "corr"])
+
+
+def read_session_start_ns(path) -> int | None:
+    """The capture's start on the host's UTC clock, ns (TARGET_INFO_SESSION_START_TIME's
+    utcEpochNs): the export's times count from it. None in an export without that table."""
+    con = _connect(Path(path))
+    try:
+        if "TARGET_INFO_SESSION_START_TIME" not in _tables(con):
+            return None
+        row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    finally:
+        con.close()
+    return int(row[0]) if row and row[0] is not None else None
