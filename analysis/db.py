@@ -99,10 +99,18 @@ def _sql_type(series: pd.Series) -> str:
     return "REAL" if pd.api.types.is_float_dtype(series.dtype) else "TEXT"
 
 
+KEY_COLUMNS = ("run_id", "device", "row")
+
+
+def _data(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table's own columns (a frame's device column is the key's)."""
+    keys = [c for c in KEY_COLUMNS if c in frame.columns]
+    return frame.drop(columns=keys) if keys else frame
+
+
 def _keyed(frame: pd.DataFrame, run_id: str, device: int) -> pd.DataFrame:
-    out = frame.assign(run_id=run_id, device=device, row=np.arange(len(frame)))
-    return out[["run_id", "device", "row", *(c for c in frame.columns
-                                            if c not in ("run_id", "device", "row"))]]
+    out = _data(frame).assign(run_id=run_id, device=device, row=np.arange(len(frame)))
+    return out[[*KEY_COLUMNS, *_data(frame).columns]]
 
 
 def _create_sql(name: str, df: pd.DataFrame) -> str:
@@ -121,12 +129,12 @@ def _insert_sql(name: str, df: pd.DataFrame, run_id: str, device: int) -> str:
     return f"INSERT INTO [{name}] ({names}) VALUES ('{run_id}', {int(device)}, {marks})"
 
 
-def _insert_rows(con, sql: str, df: pd.DataFrame) -> None:
-    """Every row in one executemany over column lists: sqlite-utils' insert_all builds a dict a
-    row (seconds a million); the table's columns come from sqlite-utils (add_missing_columns)
-    all the same."""
-    values = [column_values(df[c]) for c in df.columns[2:]]
-    con.executemany(sql, zip(*values, strict=True))
+def _insert_rows(con, sql: str, data: pd.DataFrame, first: int = 0) -> None:
+    """Rows first, first + 1, ... (their `row`) of a table's own columns (_data) in one
+    executemany over column lists: sqlite-utils' insert_all builds a dict a row (seconds a
+    million); the table's columns come from sqlite-utils (add_missing_columns) all the same."""
+    values = [column_values(data[c]) for c in data.columns]
+    con.executemany(sql, zip(range(first, first + len(data)), *values, strict=True))
 
 
 def _write_halves(frames: list, paths: tuple) -> None:
@@ -156,11 +164,14 @@ def _write_scratch(path: str, frames: list, second: bool) -> None:
         out.execute("PRAGMA journal_mode = OFF")
         out.execute("PRAGMA synchronous = OFF")
         with out:
-            for k, (device, _, df) in enumerate(frames):
-                out.execute(f"CREATE TABLE t{k} ({', '.join(f'[{c}]' for c in df.columns)})")
-                half = len(df) // 2
-                rows = df.iloc[half:] if second else df.iloc[:half]
-                _insert_rows(out, _insert_sql(f"t{k}", df, df["run_id"].iloc[0], device), rows)
+            for k, (device, _, head, data) in enumerate(frames):
+                out.execute(f"CREATE TABLE t{k} ({', '.join(f'[{c}]' for c in head.columns)})")
+                half = len(data) // 2
+                sql = _insert_sql(f"t{k}", head, head["run_id"].iloc[0], device)
+                if second:
+                    _insert_rows(out, sql, data.iloc[half:], half)
+                else:
+                    _insert_rows(out, sql, data.iloc[:half])
     finally:
         out.close()
 
@@ -170,9 +181,10 @@ def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
     than FORK_ROWS rows are written by two processes into scratch databases first, then
     copied in by SQLite (no Python per row), so that the run still goes in one transaction."""
     digest = trace_hash(Path(run.trace_path))
-    frames = [(a.device, name, _keyed(frame(a), digest[:16], a.device))
+    # (device, table, its first row keyed (the schema), the table's own columns)
+    frames = [(a.device, name, _keyed(frame(a).iloc[:1], digest[:16], a.device), _data(frame(a)))
               for a in analyses for name, frame in CHILD_TABLES.items()]
-    big = [i for i, f in enumerate(frames) if len(f[2]) > FORK_ROWS] if hasattr(os, "fork") \
+    big = [i for i, f in enumerate(frames) if len(f[3]) > FORK_ROWS] if hasattr(os, "fork") \
         else []
     paths, attached = [], []
     try:
@@ -207,18 +219,18 @@ def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list,
                 db.conn.execute(f"DELETE FROM [{name}] WHERE run_id = ?", (run_id,))
         rows = [run_row(run, label, digest, a) for a in analyses]
         db["runs"].upsert_all(rows, pk=RUN_KEY, alter=True)
-        for i, (device, name, df) in enumerate(frames):
+        for i, (device, name, head, data) in enumerate(frames):
             if not db[name].exists():
-                db.conn.execute(_create_sql(name, df))
-            elif len(df):
-                db[name].add_missing_columns(df.iloc[:1].to_dict("records"))
+                db.conn.execute(_create_sql(name, head))
+            elif len(head):
+                db[name].add_missing_columns(head.to_dict("records"))
             if i in big:
-                names = ", ".join(f"[{c}]" for c in df.columns)
+                names = ", ".join(f"[{c}]" for c in head.columns)
                 for tag in "ab":
                     db.conn.execute(f"INSERT INTO main.[{name}] ({names}) SELECT {names} "
                                     f"FROM scratch_{tag}.t{big.index(i)} ORDER BY rowid")
             else:
-                _insert_rows(db.conn, _insert_sql(name, df, run_id, device), df)
+                _insert_rows(db.conn, _insert_sql(name, head, run_id, device), data)
 
 
 def _ensure_indexes(db: sqlite_utils.Database) -> None:

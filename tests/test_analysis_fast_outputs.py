@@ -110,3 +110,14 @@ def test_report_plot_errors_from_the_drawing_child_are_one_line(tmp_path):
     result = CliRunner().invoke(main, ["report", str(STATIC), "-o", str(out)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "h200-eager-static-bs16-device0.png" in result.output
+
+
+def test_the_benchmark_tiles_the_export_in_time_keeping_or_renumbering_steps(tmp_path):
+    from analysis.benchmark import DEFAULT_SOURCE, build
+
+    one = build(DEFAULT_SOURCE, 1, tmp_path / "one.sqlite")
+    for repeat, steps in ((True, 20), (False, 60)):
+        path = tmp_path / f"tiled-{repeat}.sqlite"
+        assert build(DEFAULT_SOURCE, 3, path, repeat_names=repeat) == 3 * one
+        _, _, (a,) = load_and_analyse(path)
+        assert len(a.steps) == 60 and a.steps["name"].nunique() == steps
