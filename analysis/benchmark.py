@@ -11,6 +11,7 @@ CSV, --db, report) in a fresh process. This is the one place outside
 the loader that touches SQLite, and it only writes its own scratch copy.
 """
 
+import os
 import shutil
 import sqlite3
 import statistics
@@ -148,6 +149,7 @@ def main(source, copies, repeat_names, runs, nsys):
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
             scratch: Path) -> None:
+    load = os.getloadavg()
     trace = scratch / "bench.sqlite"
     t = time.perf_counter()
     ops = build(source, copies, trace, repeat_names)
@@ -174,6 +176,9 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
                    f"{rs[0][3] / 2**20:.1f} MiB | {ratio} |")
     if nsys:
         click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, median of {runs}")
+    # Other work on the machine weighs on every figure: say how much there was.
+    click.echo(f"load average at the start {load[0]:.2f}, at the end {os.getloadavg()[0]:.2f} "
+               f"(1 min; {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Numbers stay in ns until here; this module converts them for people (µs, ms, %).
 """
 
-import io
 import json
 import math
+import os
+import tempfile
 
 import numpy as np
 import pandas as pd
@@ -72,17 +73,58 @@ def analysis_dict(a, frames: bool = False) -> dict:
     }
 
 
+# Tables of more rows than this are written by two processes (in_two_processes).
+FORK_ROWS = 200_000
+
+
+def in_two_processes(piece, items, fork: bool = True):
+    """piece(item) for each item, in order: the first half here, the second half meanwhile in
+    a forked child into an unlinked scratch file, read back after (a million gaps' JSON or CSV
+    text takes a second of one core; the machine has two). Without `fork`, all here."""
+    items = list(items)
+    if not fork or len(items) < 2 or not hasattr(os, "fork"):
+        yield from map(piece, items)
+        return
+    half = (len(items) + 1) // 2
+    with tempfile.TemporaryFile() as scratch:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with open(scratch.fileno(), "w", encoding="utf-8", closefd=False) as out:
+                    for item in items[half:]:
+                        out.write(piece(item))
+                code = 0
+            finally:
+                os._exit(code)
+        try:
+            yield from map(piece, items[:half])
+        finally:
+            _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise OSError("the forked writer of the second half failed")
+        scratch.seek(0)
+        with open(scratch.fileno(), encoding="utf-8", closefd=False) as back:
+            while text := back.read(1 << 24):
+                yield text
+
+
 def _json_chunks(value, indent: str, depth: int):
     """JSON text in pieces: objects one key a line down to the columns, each column one line,
     written by pandas' C encoder (a million values in a tenth of a second; `json.dumps` with
     `indent` takes its pure-Python path, and a list of a million dicts takes gigabytes)."""
     inner = indent + " "
     if isinstance(value, pd.DataFrame):
+        last = len(value.columns) - 1
+
+        def column(i: int) -> str:
+            return (f"{inner}{json.dumps(value.columns[i])}: "
+                    + value.iloc[:, i].to_json(orient="values", double_precision=15)
+                    + (",\n" if i < last else "\n"))
+
         yield "{\n"
-        for i, c in enumerate(value.columns):
-            yield f"{inner}{json.dumps(c)}: "
-            yield value[c].to_json(orient="values", double_precision=15)
-            yield ",\n" if i < len(value.columns) - 1 else "\n"
+        yield from in_two_processes(column, range(len(value.columns)),
+                                    len(value) >= FORK_ROWS)
         yield indent + "}"
     elif isinstance(value, dict) and depth < 3 and value:
         yield "{\n"
@@ -110,19 +152,71 @@ def to_json(analyses: list) -> str:
 
 
 TABLES = ("steps", "gaps", "streams")
+CSV_CHUNK_ROWS = 200_000
 
 
-def to_csv(analyses: list, table: str = "steps") -> str:
-    """One table (steps, gaps or streams), one row per step, gap or stream, and device."""
+def _csv_field(text: str) -> str:
+    """A string as pandas' to_csv writes it (the csv module's QUOTE_MINIMAL)."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+# A column with fewer distinct values than CSV_FEW in its first CSV_SAMPLE rows is formatted
+# once per distinct value (steps, streams, threads, causes, kernel names repeat a million times).
+CSV_SAMPLE = 10_000
+CSV_FEW = 1_000
+
+
+def _is_int(series: pd.Series) -> bool:
+    """numpy integers (never NA; the nullable Int64 of the steps table goes through pandas)."""
+    return isinstance(series.dtype, np.dtype) and series.dtype.kind in "iu"
+
+
+def _csv_fast(series: pd.Series) -> bool:
+    """Columns that csv_chunks formats exactly as to_csv does: numpy integers, strings and
+    categories (floats and nullable integers, in the small tables only, go through pandas)."""
+    return (_is_int(series) or series.dtype == object
+            or pd.api.types.is_string_dtype(series.dtype)
+            or isinstance(series.dtype, pd.CategoricalDtype))
+
+
+def _csv_cells(series: pd.Series) -> list:
+    """One column's CSV cells, without a Python call per value: repeating values are formatted
+    once each, other integers by pandas' C JSON encoder (the same digits as to_csv)."""
+    if _is_int(series) and series.iloc[:CSV_SAMPLE].nunique() >= CSV_FEW:
+        return series.to_json(orient="values")[1:-1].split(",") if len(series) else []
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    cells = [_csv_field(str(u)) for u in uniques.tolist()]
+    # Code -1 (NA) takes the appended empty cell, as to_csv writes NA.
+    return np.array(cells + [""], dtype=object)[codes].tolist()
+
+
+def csv_chunks(analyses: list, table: str = "steps"):
+    """`analyze --format csv`: one table (steps, gaps or streams), one row per step, gap or
+    stream, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a second: pandas'
+    to_csv takes seconds)."""
     if table != "steps" and any(isinstance(a, MetricsAnalysis) for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
                          "gaps or streams; --table steps prints its per-step metrics")
     frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams}
     out = pd.concat([frames[table](a).assign(device=a.device) for a in analyses],
                     ignore_index=True)
-    buf = io.StringIO()
-    out.to_csv(buf, index=False)
-    return buf.getvalue()
+    if not all(_csv_fast(out[c]) for c in out.columns):
+        yield out.to_csv(index=False)
+        return
+    yield ",".join(_csv_field(str(c)) for c in out.columns) + "\n"
+
+    def rows(first: int) -> str:
+        chunk = out.iloc[first:first + CSV_CHUNK_ROWS]
+        cells = [_csv_cells(chunk[c]) for c in chunk.columns]
+        return "\n".join(map(",".join, zip(*cells, strict=True))) + "\n"
+
+    yield from in_two_processes(rows, range(0, len(out), CSV_CHUNK_ROWS), len(out) >= FORK_ROWS)
+
+
+def to_csv(analyses: list, table: str = "steps") -> str:
+    return "".join(csv_chunks(analyses, table))
 
 
 def us(ns) -> str:

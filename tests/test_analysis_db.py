@@ -155,3 +155,17 @@ def test_study_of_a_directory_of_runs_tables_them_all_and_stores_them(tmp_path):
     # b2's runs are b1's traces (links): added again, they replaced them
     assert query(tmp_path / "s.db", "SELECT label FROM runs ORDER BY label") == [
         ("b2/fused",), ("b2/graphed",)]
+
+
+def test_the_twin_survives_the_database_and_does_not_hide_the_bench(tmp_path):
+    runs = [RUNS / "static-kineto", RUNS / "graphed-sync-graphlevel", RUNS / "graphed"]
+    db = tmp_path / "twins.db"
+    assert run("db", "add", db, *runs).exit_code == 0
+    # run.json's untraced is the bench's (9.43 ms/step, all 50 steps); the twin's is its own.
+    assert query(db, "SELECT label, untraced_ms_per_step_median, twin_period_ns_median, "
+                     "twin_steps FROM runs ORDER BY label") == [
+        ("graphed", 1.30913244, None, None),
+        ("graphed-sync", 1.1847914833333335, 1188657.5, 30),
+        ("static", 9.43438764, 10136596.5, 30)]
+    # compare from the database shows the twin's rows as compare of the traces does.
+    assert run("compare", "--db", db).stdout == run("compare", *runs).stdout

@@ -1,0 +1,123 @@
+"""The fast writers (CSV, JSON, --db, report plots) give what the plain ones give, forked or not."""
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from analysis import db as db_mod
+from analysis import report
+from analysis.api import load_and_analyse
+from analysis.cli import main
+
+DATA = Path(__file__).parent / "data"
+STATIC = DATA / "h200-eager-static-bs16.sqlite"
+RUNS = DATA / "runs"
+
+
+class Table:
+    def __init__(self, device, **frames):
+        self.device = device
+        for name, frame in frames.items():
+            setattr(self, name, frame)
+
+
+def test_csv_quotes_and_blanks_strings_as_pandas_does():
+    gaps = pd.DataFrame({
+        "gap_ns": np.array([1, -2, 3**30, 0], dtype=np.int64),
+        "next_op": pd.Series(['gemm<128, 2>', 'say "hi"', None, "plain"], dtype=object),
+        "cause": pd.Categorical(["host", None, "sync", "host"]),
+        "name": pd.array(["a", None, "b\nc", "d"], dtype="str"),
+    })
+    text = report.to_csv([Table(3, gaps=gaps)], "gaps")
+    assert text == ('gap_ns,next_op,cause,name,device\n1,"gemm<128, 2>",host,a,3\n'
+                    '-2,"say ""hi""",,,3\n205891132094649,,sync,"b\nc",3\n0,plain,host,d,3\n')
+    assert text == gaps.assign(device=3).to_csv(index=False)
+
+
+def test_a_table_with_nullable_or_float_columns_goes_through_pandas():
+    steps = pd.DataFrame({"step": [1, 2], "bubble_ns": pd.array([5, None], dtype="Int64"),
+                          "share": [0.5, 1e-05]})
+    assert report.to_csv([Table(0, steps=steps)]) == (
+        "step,bubble_ns,share,device\n1,5,0.5,0\n2,,1e-05,0\n")
+
+
+@pytest.mark.parametrize("table", report.TABLES)
+def test_csv_of_a_real_capture_is_pandas_to_csv_forked_or_not(monkeypatch, table):
+    _, _, analyses = load_and_analyse(STATIC)
+    expected = pd.concat([getattr(a, table).assign(device=a.device) for a in analyses],
+                         ignore_index=True).to_csv(index=False)
+    assert report.to_csv(analyses, table) == expected
+    # Forked, in chunks of 7 rows: the child's half comes back after the parent's, in order.
+    monkeypatch.setattr(report, "FORK_ROWS", 0)
+    monkeypatch.setattr(report, "CSV_CHUNK_ROWS", 7)
+    assert report.to_csv(analyses, table) == expected
+
+
+def test_json_forked_is_the_same_text(monkeypatch):
+    _, _, analyses = load_and_analyse(STATIC)
+    plain = report.to_json(analyses)
+    monkeypatch.setattr(report, "FORK_ROWS", 0)
+    assert report.to_json(analyses) == plain
+
+
+def test_two_processes_keep_the_order_and_say_when_the_child_fails():
+    items = range(9)
+    assert list(report.in_two_processes(lambda i: f"{i}.", items)) == [
+        "0.", "1.", "2.", "3.", "4.", "5.6.7.8."]
+
+    def fails_late(i):
+        if i == 8:
+            raise ValueError("boom")
+        return str(i)
+
+    with pytest.raises(OSError, match="forked writer"):
+        list(report.in_two_processes(fails_late, items))
+
+
+def dump(path) -> dict:
+    con = sqlite3.connect(path)
+    try:
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY run_id, device, row").fetchall()
+                for t in ("steps", "gaps", "streams")}
+    finally:
+        con.close()
+
+
+def test_the_database_written_by_two_processes_holds_the_same_rows(monkeypatch, tmp_path):
+    args = ["db", "add"]
+    runs = [RUNS / "static", RUNS / "graphed"]
+    plain = tmp_path / "plain.db"
+    assert CliRunner().invoke(main, [*args, str(plain), *map(str, runs)]).exit_code == 0
+    monkeypatch.setattr(db_mod, "FORK_ROWS", 0)
+    forked = tmp_path / "forked.db"
+    for _ in range(2):  # the second time replaces the rows, through the scratch files again
+        assert CliRunner().invoke(main, [*args, str(forked), *map(str, runs)]).exit_code == 0
+    assert dump(forked) == dump(plain)
+    assert len(dump(plain)["gaps"]) > 1000
+    con = sqlite3.connect(forked)
+    assert con.execute("PRAGMA page_size").fetchone() == (db_mod.NEW_PAGE_SIZE,)
+    assert con.execute("PRAGMA database_list").fetchall() == [(0, "main", str(forked))]
+    con.close()
+
+
+def test_report_plot_errors_from_the_drawing_child_are_one_line(tmp_path):
+    out = tmp_path / "out"
+    (out / "h200-eager-static-bs16-device0.png").mkdir(parents=True)  # a PNG cannot go there
+    result = CliRunner().invoke(main, ["report", str(STATIC), "-o", str(out)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "h200-eager-static-bs16-device0.png" in result.output
+
+
+def test_the_benchmark_tiles_the_export_in_time_keeping_or_renumbering_steps(tmp_path):
+    from analysis.benchmark import DEFAULT_SOURCE, build
+
+    one = build(DEFAULT_SOURCE, 1, tmp_path / "one.sqlite")
+    for repeat, steps in ((True, 20), (False, 60)):
+        path = tmp_path / f"tiled-{repeat}.sqlite"
+        assert build(DEFAULT_SOURCE, 3, path, repeat_names=repeat) == 3 * one
+        _, _, (a,) = load_and_analyse(path)
+        assert len(a.steps) == 60 and a.steps["name"].nunique() == steps
