@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis import api
 from analysis.errors import TraceError
+from analysis.overhead import process_ms, variant_dirs
 from analysis.readers.untraced import read_untraced_steps
 from analysis.twin import untraced_summary
 
@@ -31,44 +32,29 @@ def analyse_run(path: Path):
     return analyses[0], run
 
 
-def _bench_ms(vdir: Path) -> list:
-    """Each process's untraced ms/step median (overhead.sh's untraced-p<N>.json files)."""
-    import json
-
-    out = []
-    for f in sorted(vdir.glob("untraced-p*.json")):
-        try:
-            out += [r["ms_per_step_median"] for r in json.loads(f.read_text())["results"]]
-        except (OSError, ValueError, KeyError):
-            continue
-    return out
-
-
 def sweep(root: Path) -> pd.DataFrame:
     """One row per (batch, variant): bubbles and periods traced at each level and untraced."""
     rows = []
-    for bdir in sorted(root.glob("b*"), key=lambda p: int(p.name[1:]) if p.name[1:].isdigit()
-                       else 0):
-        for vdir in sorted(p for p in bdir.iterdir() if p.is_dir()):
-            twin_path = vdir / "untraced_steps.json"
-            twin = untraced_summary(read_untraced_steps(twin_path)) if twin_path.is_file() \
-                else {}
-            row = {"batch": int(bdir.name[1:]), "variant": vdir.name,
-                   "bench_ms": _bench_ms(vdir),
-                   "untraced_bubble_ns": twin.get("bubble_ns_median"),
-                   "untraced_period_ns": twin.get("period_ns_median"),
-                   "twin_runs": twin.get("runs", 0)}
-            for level in CAPTURE_LEVELS:
-                if not (vdir / level / "capture.sqlite").is_file():
-                    continue
-                try:
-                    a, run = analyse_run(vdir / level)
-                except TraceError:
-                    continue
-                row[f"{level}_bubble_ns"] = a.summary["bubble_ns_median"]
-                row[f"{level}_period_ns"] = a.summary["period_ns_median"]
-                row[f"{level}_ms"] = run.traced_ms_per_step()
-            rows.append(row)
+    for batch, vdir in variant_dirs(root):
+        twin_path = vdir / "untraced_steps.json"
+        twin = untraced_summary(read_untraced_steps(twin_path)) if twin_path.is_file() \
+            else {}
+        row = {"batch": batch, "variant": vdir.name,
+               "bench_ms": process_ms(vdir),
+               "untraced_bubble_ns": twin.get("bubble_ns_median"),
+               "untraced_period_ns": twin.get("period_ns_median"),
+               "twin_runs": twin.get("runs", 0)}
+        for level in CAPTURE_LEVELS:
+            if not (vdir / level / "capture.sqlite").is_file():
+                continue
+            try:
+                a, run = analyse_run(vdir / level)
+            except TraceError:
+                continue
+            row[f"{level}_bubble_ns"] = a.summary["bubble_ns_median"]
+            row[f"{level}_period_ns"] = a.summary["period_ns_median"]
+            row[f"{level}_ms"] = run.traced_ms_per_step()
+        rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):
         order = {v: i for i, v in enumerate(VARIANT_ORDER)}

@@ -51,27 +51,37 @@ def merge_untraced(d: Path) -> None:
         (d / "untraced_steps.json").write_text(json.dumps(merged) + "\n")
 
 
-def rows(root: Path) -> list:
-    """One dict per (batch, variant): untraced figures and traced ms/step by flag set."""
-    out = []
+def variant_dirs(root: Path):
+    """(batch, variant directory) of a sweep, batches in numeric order, variants by name."""
     for bdir in sorted(root.glob("b*"), key=lambda p: int(p.name[1:]) if p.name[1:].isdigit()
                        else 0):
         for vdir in sorted(p for p in bdir.iterdir() if p.is_dir()):
-            bench = _load(vdir / "untraced.json")
-            steps = _load(vdir / "untraced_steps.json")
-            procs = (bench["results"][0].get("processes_ms_per_step")
-                     if bench and bench.get("results") else None) or []
-            row = {"batch": int(bdir.name[1:]), "variant": vdir.name,
-                   "untraced_ms": statistics.median(procs) if procs else None,
-                   "untraced_min_ms": min(procs, default=None),
-                   "untraced_max_ms": max(procs, default=None),
-                   "processes": len(procs),
-                   "events_ms": steps["ms_per_step_median"] if steps else None, "traced_ms": {}}
-            for f in FLAGSET_ORDER:
-                run = _load(vdir / f / "run.json")
-                if run and (run.get("timing") or {}).get("ms_per_step") is not None:
-                    row["traced_ms"][f] = run["timing"]["ms_per_step"]
-            out.append(row)
+            yield int(bdir.name[1:]), vdir
+
+
+def process_ms(vdir: Path) -> list:
+    """Each process's untraced ms/step median, from its own untraced-p<N>.json."""
+    benches = [b for b in map(_load, _process_files(vdir, "untraced")) if b]
+    return [r["ms_per_step_median"] for b in benches for r in b.get("results", [])]
+
+
+def rows(root: Path) -> list:
+    """One dict per (batch, variant): untraced figures and traced ms/step by flag set."""
+    out = []
+    for batch, vdir in variant_dirs(root):
+        steps = _load(vdir / "untraced_steps.json")
+        procs = process_ms(vdir)
+        row = {"batch": batch, "variant": vdir.name,
+               "untraced_ms": statistics.median(procs) if procs else None,
+               "untraced_min_ms": min(procs, default=None),
+               "untraced_max_ms": max(procs, default=None),
+               "processes": len(procs),
+               "events_ms": steps["ms_per_step_median"] if steps else None, "traced_ms": {}}
+        for f in FLAGSET_ORDER:
+            run = _load(vdir / f / "run.json")
+            if run and (run.get("timing") or {}).get("ms_per_step") is not None:
+                row["traced_ms"][f] = run["timing"]["ms_per_step"]
+        out.append(row)
     return out
 
 
