@@ -86,11 +86,12 @@ def load_and_analyse(path: str | Path, step_pattern: str | None = None,
         analyses = analyze_metrics(trace, options)
     else:
         analyses = run_analysis(trace, options)
-    for a in analyses:
-        a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))
-    if run.untraced_steps is not None and not trace.ops.empty:
+    if run.untraced_steps is not None:
         twin = read_untraced_steps(run.untraced_steps)
         analyses = [with_untraced(a, twin) for a in analyses]
+    # After the twin: the floor is also set against each step's untraced GPU period.
+    for a in analyses:
+        a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))
     return run, trace, analyses
 
 

@@ -283,10 +283,12 @@ def floor_lines(f: dict | None) -> list:
         return []
     parts = [f"{pct(v / 100)} {what}" for v, what in (
         (f["floor_pct_of_period"], "of the GPU period"),
+        (f.get("floor_pct_of_untraced_period"), "of the untraced GPU period"),
         (f["floor_pct_of_untraced"], "of the untraced step")) if v is not None]
     lines = [f"  floor          {ms(f['floor_ns_per_step'])}/step: {f['bytes_per_step'] / 1e6:.0f} "
-             f"MB at the {f['copy_gbps']:.0f} GB/s copy rate (KV {f['kv_slots_read']}); "
-             + ", ".join(parts)]
+             f"MB at the {f['copy_gbps']:.0f} GB/s copy rate (KV {f['kv_slots_read']})"]
+    if parts:
+        lines.append("                 the floor is " + ", ".join(parts))
     if f["dram_read_gbps"] is not None:
         lines.append(f"                 DRAM read measured {f['dram_read_gbps']:.0f} GB/s, "
                      f"{f['dram_read_gbps'] / f['copy_gbps']:.1%} of the copy rate")
@@ -323,6 +325,10 @@ def metrics_text_summary(label: str, s: dict, schema: str) -> str:
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['window_ns'])} window",
     ]
+    if "untraced" in s:
+        u = s["untraced"]
+        lines.append(f"  untraced       {ms(u['period_ns_median'])} GPU period, "
+                     f"{us(u['bubble_ns_median'])} bubble median (CUDA events, no profiler)")
     return "\n".join(lines + metrics_lines(s["gpu_metrics"]) + floor_lines(s.get("floor")))
 
 
@@ -425,6 +431,7 @@ def md_floor(a) -> str:
             ("bytes per step", f"{f['bytes_per_step'] / 1e6:.1f} MB (KV {f['kv_slots_read']})"),
             ("copy rate", f"{f['copy_gbps']:.0f} GB/s"),
             ("% of floor (GPU period)", _pct_value(f["floor_pct_of_period"])),
+            ("% of floor (untraced GPU period)", _pct_value(f.get("floor_pct_of_untraced_period"))),
             ("% of floor (untraced step)", _pct_value(f["floor_pct_of_untraced"])),
             ("DRAM read measured", "n/a" if f["dram_read_gbps"] is None
              else f"{f['dram_read_gbps']:.0f} GB/s")]

@@ -33,6 +33,7 @@ from analysis.study_benches import (
     processes_tables,
     scale_table,
 )
+from analysis.study_family import family_sections
 from analysis.study_plots import plot_bars, plot_batch, plot_idle, plot_kernels, plot_scale
 from analysis.summary import Options
 from analysis.sweep import analyse_all, run_dirs
@@ -225,20 +226,32 @@ def observer_sections(sweep_dir: Path, fig: Path) -> list:
 PART_START, PART_END = "<!-- part: observer -->", "<!-- /part -->"
 
 
-def write_part(study: Path, out: Path) -> Path:
-    """The observer part alone, put into OUT/RESULTS.md between its markers (before the
-    ladder's section the first time), the rest of the file left as it is."""
+def part_body(part: str, study: Path, out: Path) -> list:
+    if part == "family":
+        body = family_sections(study)
+        if not body:
+            raise GapscopeError(f"{study}: no bench-ladder-b<batch>.json (`scripts/study.sh "
+                                "--parts family --model ARCH` makes them)")
+        return body
     sweep_dir = study / "observer" if (study / "observer").is_dir() else study
     fig = out / "figures"
     fig.mkdir(parents=True, exist_ok=True)
     body = observer_sections(sweep_dir, fig)
     if not body:
         raise GapscopeError(f"{sweep_dir}: no b<batch>/<variant>/ runs of scripts/overhead.sh")
+    return body
+
+
+def write_part(study: Path, out: Path, part: str = "observer") -> Path:
+    """One part alone, put into OUT/RESULTS.md between its markers (`<!-- part: NAME -->`;
+    before the ladder's section the first time), the rest of the file left as it is."""
+    body = part_body(part, study, out)
     path = out / "RESULTS.md"
     text = path.read_text() if path.is_file() else ""
-    block = "\n\n".join([PART_START, *body, PART_END])
-    if PART_START in text and PART_END in text:
-        head, rest = text.split(PART_START, 1)
+    start = PART_START.replace("observer", part)
+    block = "\n\n".join([start, *body, PART_END])
+    if start in text and PART_END in text.split(start, 1)[1]:
+        head, rest = text.split(start, 1)
         text = head + block + rest.split(PART_END, 1)[1]
     elif "\n## 1. " in text:
         head, rest = text.split("\n## 1. ", 1)
@@ -379,10 +392,11 @@ def runs_results(study: Path, out: Path, notes: Path | None, caps: pd.DataFrame,
               help="Also add the captures to this results database.")
 @click.option(
     "--part",
-    type=click.Choice(["observer"]),
+    type=click.Choice(["observer", "family"]),
     default=None,
-    help="Rewrite only this part of OUT/RESULTS.md (between its markers), from STUDY/observer "
-    "or STUDY itself when it is an overhead.sh directory.",
+    help="Rewrite only this part of OUT/RESULTS.md (between its markers): observer from "
+    "STUDY/observer or STUDY itself when it is an overhead.sh directory; family from STUDY's "
+    "bench-ladder-b<B>.json and capture/ (another model family at several batches).",
 )
 def main(study, out, notes, db_path, part):
     """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, or any
@@ -392,6 +406,7 @@ def main(study, out, notes, db_path, part):
     Example:
         gapscope study traces/study-20261130T221926Z -o docs --notes docs/results-notes.md
         gapscope study docs/observer-20261201 -o docs --part observer
+        gapscope study docs/llama-20261201 -o docs --part family
     """
     if not study.is_dir():
         raise GapscopeError(
@@ -399,7 +414,7 @@ def main(study, out, notes, db_path, part):
         )
     try:
         if part:
-            path, analyses = write_part(study, out), {}
+            path, analyses = write_part(study, out, part), {}
         else:
             path, analyses = write_results(study, out, notes)
     except (TraceError, OSError, KeyError, json.JSONDecodeError) as e:

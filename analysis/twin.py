@@ -63,7 +63,8 @@ def with_untraced(a: DeviceAnalysis, u: UntracedSteps) -> DeviceAnalysis:
     step the twin lacks)."""
     twin = untraced_summary(u)
     s = a.summary
-    twin["profiler_bubble_share"] = share(s["bubble_ns_median"], twin["bubble_ns_median"])
-    twin["profiler_period_share"] = share(s["period_ns_median"], twin["period_ns_median"])
+    # A capture of GPU metrics alone has no traced period or bubble: no share, the twin still.
+    twin["profiler_bubble_share"] = share(s.get("bubble_ns_median"), twin["bubble_ns_median"])
+    twin["profiler_period_share"] = share(s.get("period_ns_median"), twin["period_ns_median"])
     steps = a.steps.merge(per_step(u), on="step", how="left", validate="many_to_one")
     return dataclasses.replace(a, summary=s | {"untraced": twin}, steps=steps)

@@ -148,7 +148,10 @@ def cmd_bench(args) -> int:
         from harness.processes import run_processes
         from harness.processes import table as processes_table
 
-        report = run_processes(variants, args.processes, args.repeats, run_options(args))
+        keep = None if args.json is None else (
+            lambda partial: _write_json(args.json, partial, "--json"))
+        report = run_processes(variants, args.processes, args.repeats, run_options(args),
+                               on_round=keep)
         print(processes_table(report))
     else:
         from harness.bench import bench, table

@@ -65,9 +65,12 @@ def run_child(command: list) -> dict:
 
 
 def run_processes(variants: list, n: int, repeats: int, options: list, runner=run_child,
-                  log=sys.stderr) -> dict:
-    """The process-level report; `runner` runs one child command and returns its bench JSON."""
+                  log=sys.stderr, on_round=None) -> dict:
+    """The process-level report; `runner` runs one child command and returns its bench JSON.
+    `on_round(report)` gets the report of the rounds done so far after each round, so that a
+    run cut short (a time limit, ^C) keeps what it measured."""
     order = schedule(variants, n)
+    width = len(arms(variants))
     per_arm = {arm: [] for arm in arms(variants)}
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as tmp:
         for k, (i, arm) in enumerate(order):
@@ -78,10 +81,14 @@ def run_processes(variants: list, n: int, repeats: int, options: list, runner=ru
             log.write(f"bench --processes: [{k + 1}/{len(order)}] {arm}, process {i + 1}/{n}: "
                       f"{result['ms_per_step_median']:.3f} ms/step\n")
             log.flush()
+            if on_round is not None and (k + 1) % width == 0 and i + 1 < n:
+                on_round(summarize(variants, n, repeats, per_arm))
     return summarize(variants, n, repeats, per_arm)
 
 
 def summarize(variants: list, n: int, repeats: int, per_arm: dict) -> dict:
+    """`per_arm`: each arm's results of the rounds done (all arms the same count); `n` the
+    rounds planned: `complete` says whether all of them ran."""
     rng = np.random.default_rng(SEED)
     results = []
     for arm, runs in per_arm.items():
@@ -108,8 +115,11 @@ def summarize(variants: list, n: int, repeats: int, per_arm: dict) -> dict:
             "relative_ci95": [lo / base["ms_per_step_median"], hi / base["ms_per_step_median"]],
             "within_noise": bool(lo <= 0 <= hi),
         })
+    done = len(base["ms_per_step"])
     return {
-        "processes": n,
+        "processes": done,
+        "processes_planned": n,
+        "complete": done == n,
         "repeats": repeats,
         "aa": len(variants) == 1,
         "spread": "between processes",
@@ -134,6 +144,8 @@ def table(report: dict) -> str:
         lines.append(f"{what}: {d['median_diff_ms']:+.3f} ms/step, 95% CI [{lo:+.3f}, {hi:+.3f}] "
                      f"({100 * d['relative_ci95'][0]:+.1f}%..{100 * d['relative_ci95'][1]:+.1f}%)"
                      f", {verdict}")
+    cut = ("" if report.get("complete", True)
+           else f" (of {report['processes_planned']} planned: cut short)")
     lines.append(f"CIs: bootstrap of the median over {report['processes']} processes per "
-                 "variant, interleaved; differences paired by round")
+                 f"variant{cut}, interleaved; differences paired by round")
     return "\n".join(lines)

@@ -68,20 +68,27 @@ for run in sorted((root / "runs").glob("*/summary.json")):
     info = json.loads((run.parent / "run.json").read_text())
     s = json.loads(run.read_text())["summary"]
     m, f, c = s.get("gpu_metrics") or {}, s.get("floor") or {}, info["config"]
-    untraced = (info.get("untraced") or {}).get("ms_per_step_median")
+    # The twin's GPU period over the window's steps where there is one (the floor's steps),
+    # else bench's ms/step over all the steps.
+    twin = s.get("untraced") or {}
+    untraced = (twin["period_ns_median"] / 1e6 if twin.get("period_ns_median")
+                else (info.get("untraced") or {}).get("ms_per_step_median"))
+    reached = f.get("floor_pct_of_untraced_period") or f.get("floor_pct_of_untraced")
     def num(v, fmt):
         return "n/a" if v is None else format(v, fmt)
     floor_ms = None if f.get("floor_ns_per_step") is None else f["floor_ns_per_step"] / 1e6
     lines.append(" | ".join([
         f"| {c['variant']}", str(c["batch"]), c["dtype"], num(untraced, ".3f"),
         num(info["timing"]["ms_per_step"], ".3f"), num(floor_ms, ".3f"),
-        num(f.get("floor_pct_of_untraced"), ".1f") + "%", num(m.get("sm_active_pct"), ".1f") + "%",
+        num(reached, ".1f") + "%", num(m.get("sm_active_pct"), ".1f") + "%",
         num(m.get("dram_read_pct"), ".1f") + "%", num(m.get("dram_read_gbps"), ".0f"),
         num(m.get("gr_active_pct"), ".1f") + "% |"]))
-notes = ["", "ms/step untraced: bench median (untraced.json); floor: the window's bytes per step "
-         "(run.json floor, harness/floor.py) over bench's copy rate; % of floor = floor / "
-         "untraced ms/step; SMs active, DRAM read, GR active: time-weighted over the NVTX steps "
-         "of the metrics capture (summary.json gpu_metrics)."]
+notes = ["", "ms/step untraced: the untraced twin's median GPU period over the window's steps "
+         "(untraced_steps.json; bench's median where a run has no twin); floor: the window's "
+         "bytes per step (run.json floor, harness/floor.py) over bench's copy rate; % of floor: "
+         "the median over the steps of floor / untraced period; SMs active, DRAM read, GR "
+         "active: time-weighted over the NVTX steps of the metrics capture (summary.json "
+         "gpu_metrics)."]
 (root / "results.md").write_text("\n".join(lines + notes) + "\n")
 print("\n".join(lines))
 PY

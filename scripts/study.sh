@@ -2,8 +2,9 @@
 # The whole study on a GPU machine (issue 5): the article's ladder checked, then finished.
 #
 #   scripts/study.sh [--budget quick|full]
-#                    [--parts ladder,scale,batch,finish,processes,capture,observer,results]
+#                    [--parts ladder,scale,batch,finish,processes,capture,observer,family,results]
 #                    [--captures "static graphed ..."] [--dir DIR] [--model ARCH[:SIZE]]
+#                    [--family-batches "1 32"]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
 #   bench-ladder        naive kv kv-expandable static compiled pipelined hf-generate (bs 32, 100 tokens)
@@ -17,6 +18,11 @@
 #                       between processes, which eager timings need (not in the default parts:
 #                       --parts processes)
 #   capture/            one nsys capture per rung (scripts/profile.sh), each with its analysis
+#   bench-ladder-bB     part `family` (with --model, not in the default parts): the ladder at
+#                       each batch of --family-batches (default "1 32"), one process a batch,
+#                       and captures capture/<UTC>-<rung>-bB of --captures (default static,
+#                       compiled, pipelined+compile; "none" for none); `python -m analysis.study
+#                       DIR -o docs --part family` makes its RESULTS part
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
 #                       ones in 2 processes) with their untraced twin, captured node-level and
@@ -36,6 +42,7 @@ parts=ladder,scale,batch,finish,capture,results
 dir=""
 only_captures=""
 model=gpt2
+family_batches="1 32"
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
@@ -43,7 +50,8 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2 ;;
     --captures) only_captures=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
-    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir, --model)" >&2; exit 2 ;;
+    --family-batches) family_batches=$2; shift 2 ;;
+    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir, --model, --family-batches)" >&2; exit 2 ;;
   esac
 done
 case "$budget" in
@@ -145,6 +153,24 @@ if want capture; then
       say "capture $c FAILED (see $dir/capture/$c.log); going on"
     fi
     tail -n 3 "$dir/capture/$c.log" | sed 's/^/    /'
+  done
+fi
+
+if want family; then
+  fam=(--new-tokens 100 --dtype fp32 --matmul-precision high --repeats "$repeats" --model "$model")
+  for b in $family_batches; do
+    bench "bench-ladder-b$b" --variants "$(generic naive,kv,static,compiled,pipelined,hf-generate)" \
+      --batch "$b" "${fam[@]}"
+    for c in ${only_captures:-static compiled pipelined+compile}; do
+      [ "$c" != none ] || continue
+      variant=${c%%+*} opts=(--batch "$b" "${fam[@]:0:6}" --model "$model")
+      case "$c" in compiled | *+compile) opts+=(--compile default) ;; esac
+      if ls -d "$dir/capture/"*"-$c-b$b" >/dev/null 2>&1; then say "family capture $c-b$b: done before, kept"; continue; fi
+      say "family capture $c at batch $b"
+      TRACES_DIR="$dir/capture" RUN_NAME="$c-b$b" GAPSCOPE_UNTRACED_REPEATS="$repeats" \
+        bash scripts/profile.sh "$variant" "${opts[@]}" >"$dir/capture/$c-b$b.log" 2>&1 ||
+        say "family capture $c-b$b FAILED (see $dir/capture/$c-b$b.log); going on"
+    done
   done
 fi
 

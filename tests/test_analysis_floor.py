@@ -32,8 +32,10 @@ def test_floor_per_step_and_the_share_reached(tmp_path):
     assert f["copy_gbps"] == 1 and f["kv_slots_read"] == "0..pos"
     assert f["dram_read_gbps"] is None  # no GPU metrics in this capture
     text = CliRunner().invoke(main, ["analyze", d]).output
-    assert "floor          0.00 ms/step: 0 MB at the 1 GB/s copy rate (KV 0..pos); 50.0% of " \
-           "the GPU period, 32.5% of the untraced step" in text
+    assert "floor          0.00 ms/step: 0 MB at the 1 GB/s copy rate (KV 0..pos)\n" \
+           "                 the floor is 50.0% of the GPU period, 32.5% of the untraced step\n" \
+           in text
+    assert f["floor_pct_of_untraced_period"] is None  # no untraced twin in this run
     md = CliRunner().invoke(main, ["analyze", d, "--format", "md"])
     assert "| % of floor (GPU period) | 50.0% |" in md.output
 
@@ -42,3 +44,49 @@ def test_no_floor_without_the_harness_bytes(tmp_path):
     out = json.loads(CliRunner().invoke(main, ["analyze", str(run_dir(tmp_path, floor=False)),
                                                "--format", "json"]).output)
     assert out["summary"]["floor"] is None
+
+
+def test_floor_against_the_untraced_twin_period(tmp_path):
+    """The twin times steps 1..3: ends at 100, 180, 270 ns, so Step 2's untraced period is 80
+    and Step 3's is 90 (Step 1 has no earlier step: no period). The traced capture has Steps 1
+    and 2: floors 20 and 45 ns; only Step 2 has both: 45 / 80 = 56.25%."""
+    d = run_dir(tmp_path)
+    twin = {"format": "gapscope-untraced-steps/1", "source": "cuda-events", "variant": "fused",
+            "window": None, "ms_per_step_median": 1e-4,
+            "runs": [{"step": [1, 2, 3], "start_ns": [0, 150, 200], "end_ns": [100, 180, 270]}]}
+    (d / "untraced_steps.json").write_text(json.dumps(twin))
+    out = json.loads(CliRunner().invoke(main, ["analyze", str(d), "--format", "json"]).output)
+    f = out["summary"]["floor"]
+    assert f["floor_pct_of_untraced_period"] == 56.25
+    assert f["floor_pct_of_period"] == 50 and f["floor_pct_of_untraced"] == 32.5
+    text = CliRunner().invoke(main, ["analyze", str(d)]).output
+    assert "the floor is 50.0% of the GPU period, 56.2% of the untraced GPU period, 32.5% of " \
+           "the untraced step" in text
+
+
+def test_a_metrics_only_capture_gets_its_twin_and_the_floor_against_it(tmp_path):
+    """metrics_only_trace (Steps 1, 2 as NVTX ranges, no CUDA trace) in a run directory with
+    a twin whose Step 2 has an untraced period of 80 ns (ends 100, 180) and floors of 20 and
+    40 bytes at 1 GB/s: Step 2's floor 40 / 80 = 50%; no traced period, so no profiler share."""
+    from synth import metrics_only_trace
+    d = tmp_path / "run"
+    d.mkdir()
+    metrics_only_trace().write(d / "capture.sqlite", drop=("CUPTI_ACTIVITY_KIND_RUNTIME",))
+    (d / "run.json").write_text(json.dumps({
+        "config": {"variant": "fused"}, "versions": {"gpu": "NVIDIA H200"},
+        "floor": {"kv_slots_read": "0..pos", "bytes_by_step": [[1, 20], [2, 40]]},
+        "untraced": {"ms_per_step_median": 1e-4, "floor": {"copy_bytes_per_s": 1e9}}}))
+    (d / "untraced_steps.json").write_text(json.dumps({
+        "format": "gapscope-untraced-steps/1", "source": "cuda-events", "variant": "fused",
+        "window": None, "ms_per_step_median": 1e-4,
+        "runs": [{"step": [1, 2], "start_ns": [0, 120], "end_ns": [100, 180]}]}))
+    out = json.loads(CliRunner().invoke(main, ["analyze", str(d), "--format", "json"]).output)
+    s = out["summary"]
+    assert s["untraced"]["period_ns_median"] == 80 and s["untraced"]["bubble_ns_median"] == 20
+    assert s["untraced"]["profiler_bubble_share"] is None
+    assert s["floor"]["floor_pct_of_untraced_period"] == 50
+    assert s["floor"]["floor_pct_of_period"] is None and s["floor"]["floor_pct_of_untraced"] == 30
+    text = CliRunner().invoke(main, ["analyze", str(d)]).output
+    assert "  untraced       0.00 ms GPU period, 0.0 µs bubble median (CUDA events, no " \
+           "profiler)\n" in text
+    assert "the floor is 50.0% of the untraced GPU period, 30.0% of the untraced step" in text

@@ -31,8 +31,16 @@ def test_the_aa_noise_floor_pairs_process_i_of_each_arm():
                              "floor": {"floor_ms_per_step": 1.0}}]}
 
     log = io.StringIO()
-    report = run_processes(["static"], 3, 5, [], runner=runner, log=log)
+    partial = []
+    report = run_processes(["static"], 3, 5, [], runner=runner, log=log,
+                           on_round=partial.append)
     assert report["aa"] and len(log.getvalue().splitlines()) == 6
+    # After rounds 1 and 2 (not 3: that is the report): what ran so far, said to be cut short.
+    assert [(r["processes"], r["complete"]) for r in partial] == [(1, False), (2, False)]
+    assert partial[1]["results"][0]["ms_per_step"] == [10.0, 12.0]
+    assert partial[1]["differences"][0]["median_diff_ms"] == pytest.approx(-0.25)
+    assert "over 2 processes per variant (of 3 planned: cut short)" in table(partial[1])
+    assert report["complete"] and report["processes"] == 3
     a, again = report["results"]
     assert a["ms_per_step"] == [10.0, 12.0, 9.0] and a["ms_per_step_median"] == 10.0
     assert again["ms_per_step"] == [10.5, 11.0, 9.2] and again["floor_pct"] == pytest.approx(

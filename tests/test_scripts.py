@@ -758,11 +758,25 @@ def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
         "gpu_metrics": {"sm_active_pct": 36.5, "dram_read_pct": 12.9, "dram_read_gbps": 619,
                         "gr_active_pct": 98.8},
         "floor": {"floor_ns_per_step": 300000, "floor_pct_of_untraced": 25.0}}}))
+    # A run with a twin: its window's untraced period (1.25 ms) and the floor against it.
+    twin = tmp_path / "hv" / "runs" / "20261201T000100Z-fused-b8"
+    twin.mkdir()
+    (twin / "run.json").write_text(json.dumps({
+        "config": {"variant": "fused", "batch": 8, "dtype": "bf16"},
+        "timing": {"ms_per_step": 1.3}, "untraced": {"ms_per_step_median": 1.2}}))
+    (twin / "summary.json").write_text(json.dumps({"summary": {
+        "gpu_metrics": {"sm_active_pct": 36.5, "dram_read_pct": 12.9, "dram_read_gbps": 619,
+                        "gr_active_pct": 98.8},
+        "untraced": {"period_ns_median": 1250000},
+        "floor": {"floor_ns_per_step": 300000, "floor_pct_of_untraced": 25.0,
+                  "floor_pct_of_untraced_period": 24.0}}}))
     env = make_env(tmp_path, HARDWARE_VIEW_DIR=str(tmp_path / "hv"))
     result = run_script("hardware-view.sh", env, "results", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = (tmp_path / "hv" / "results.md").read_text().splitlines()
     assert rows[2] == ("| graphed | 8 | fp32 | 1.200 | 1.300 | 0.300 | 25.0% | 36.5% | 12.9% | "
+                       "619 | 98.8% |")
+    assert rows[3] == ("| fused | 8 | bf16 | 1.250 | 1.300 | 0.300 | 24.0% | 36.5% | 12.9% | "
                        "619 | 98.8% |")
     assert (tmp_path / "hv" / "hardware-view.tgz").stat().st_size > 0
     bad = run_script("hardware-view.sh", env, "everything", cwd=tmp_path)
@@ -795,3 +809,29 @@ def test_profile_tp_refuses_a_variant_tp_does_not_run_before_nsys_is_looked_for(
     assert result.stderr.startswith("gapscope: error: --tp runs static, compiled, pipelined, "
                                     "deferred, nocheck, not kv: usage: scripts/profile-tp.sh")
     assert run_dirs(tmp_path) == []
+
+
+# --- study.sh --parts family ------------------------------------------------------------------
+
+
+def test_study_family_benches_the_ladder_once_per_batch(tmp_path):
+    # A stand-in python that logs its arguments and writes an empty bench to --json.
+    stub = tmp_path / "py"
+    stub.write_text("#!/usr/bin/env bash\necho \"$*\" >>\"$STUB_LOG\"\nwhile [ $# -gt 0 ]; do "
+                    "[ \"$1\" = --json ] && echo '{\"results\": []}' >\"$2\"; shift; done\n")
+    stub.chmod(0o755)
+    env = make_env(tmp_path, GAPSCOPE_PYTHON=str(stub), STUB_LOG=str(tmp_path / "calls"))
+    study = tmp_path / "study"
+    args = ("--parts", "family", "--model", "llama", "--budget", "quick", "--captures", "none",
+            "--family-batches", "1 32", "--dir", str(study))
+    result = run_script("study.sh", env, *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == [
+        f"-m harness bench --json {study}/bench-ladder-b{b}.json --variants naive,kv,static,"
+        f"compiled,pipelined,hf-generate --batch {b} --new-tokens 100 --dtype fp32 "
+        "--matmul-precision high --repeats 3 --model llama" for b in (1, 32)]
+    # A part done before is kept: no second bench.
+    again = run_script("study.sh", env, *args, cwd=tmp_path)
+    assert again.returncode == 0 and "done before, kept" in again.stdout
+    assert len((tmp_path / "calls").read_text().splitlines()) == 2

@@ -1,0 +1,137 @@
+"""Study part `family`: the ladder on another model family, at two batch sizes (issue 11).
+
+The directory holds `bench-ladder-b<B>.json` (one `harness bench` of the ladder per batch, one
+process each) and `capture/<UTC>-<variant>-b<B>/` run directories (`scripts/profile.sh` with
+its untraced bench and twin). A compiled variant benched only by its capture (its
+untraced.json, a process of its own) fills its ladder row from there, and the table says so.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.report import md_table
+from analysis.study_benches import LADDER, ms, read_bench
+from analysis.summary import Options
+from analysis.sweep import analyse_all
+
+CAPTURE = re.compile(r"Z-(?P<name>.+)-b(?P<batch>\d+)$")
+
+
+def ladder_benches(study: Path) -> dict:
+    """batch -> that batch's bench rows (read_bench), the captures' own benches added."""
+    out = {}
+    for path in study.glob("bench-ladder-b*.json"):
+        out[int(path.stem.rsplit("-b", 1)[1])] = read_bench(path)
+    for name, batch, run in family_captures(study):
+        bench = run / "untraced.json"
+        if batch in out and name not in out[batch].index and bench.is_file():
+            row = read_bench(bench)
+            row["own_process"] = True
+            out[batch] = pd.concat([out[batch], row.loc[[name]]])
+    return dict(sorted(out.items()))
+
+
+def family_captures(study: Path) -> list:
+    """(name, batch, run directory) of each capture, the newest of a name and batch."""
+    found = {}
+    for d in sorted((study / "capture").glob("*Z-*-b*")):
+        m = CAPTURE.search(d.name)
+        if m and (d / "capture.sqlite").is_file():
+            found[(m["name"], int(m["batch"]))] = d
+    return [(name, batch, d) for (name, batch), d in found.items()]
+
+
+def ladder_table(by_batch: dict) -> pd.DataFrame:
+    """One row a variant (the ladder's order), per batch its ms/step, the speedup over naive, and
+    whether it decoded kv's tokens (tokens_sha256)."""
+    rows = []
+    names = [v for v in LADDER if any(v in b.index for b in by_batch.values())]
+    for v in names:
+        row = {"variant": v}
+        for batch, b in by_batch.items():
+            if v not in b.index:
+                row |= {f"b{batch} ms/step": "–", f"b{batch} p10–p90": "–",
+                        f"b{batch} × naive": "–", f"b{batch} kv's tokens": "–"}
+                continue
+            r = b.loc[v]
+            flag = r.get("own_process")
+            own = " †" if pd.notna(flag) and bool(flag) else ""
+            row[f"b{batch} ms/step"] = f"{r['ms_per_step_median']:.3f}{own}"
+            row[f"b{batch} p10–p90"] = f"{r['ms_per_step_p10']:.2f}–{r['ms_per_step_p90']:.2f}"
+            row[f"b{batch} × naive"] = (
+                f"{b.loc['naive', 'ms_per_step_median'] / r['ms_per_step_median']:.2f}x"
+                if "naive" in b.index else "–")
+            row[f"b{batch} kv's tokens"] = (
+                "–" if "kv" not in b.index
+                else "yes" if r["tokens_sha256"] == b.loc["kv", "tokens_sha256"] else "no")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def capture_table(study: Path) -> pd.DataFrame:
+    """Each capture against its untraced bench and twin: what nsys shows and what is real."""
+    caps = family_captures(study)
+    done = analyse_all([str(d) for _, _, d in caps], Options(), progress=len(caps) > 1)
+    rows = []
+    for (name, batch, _), (run, _, (a, *_), _) in zip(caps, done, strict=True):
+        s, twin = a.summary, a.summary.get("untraced") or {}
+        idle = s["idle_ns"] or 1
+        traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
+        rows.append({
+            "capture": name, "batch": batch,
+            "traced ms/step": ms(traced) if traced else "–",
+            "untraced ms/step": ms(untraced) if untraced else "–",
+            "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
+            "bubble µs traced": f"{s['bubble_ns_median'] / 1e3:.1f}",
+            "bubble µs untraced": (f"{twin['bubble_ns_median'] / 1e3:.1f}"
+                                   if twin.get("bubble_ns_median") is not None else "–"),
+            "idle sync / host / queued": " / ".join(
+                f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
+                for c in ("sync", "host", "queued")),
+            "sync idle share": f"{s['sync_idle_share'] * 100:.1f}%",
+        })
+    order = {v: i for i, v in enumerate(LADDER)}
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    return df.sort_values(["batch", "capture"], key=lambda c: c.map(order) if c.name == "capture"
+                          else c).reset_index(drop=True)
+
+
+def model_line(study: Path) -> str:
+    """The family and shape from the first bench's model record."""
+    path = next(iter(sorted(study.glob("bench-ladder-b*.json"))), None)
+    if path is None:
+        return ""
+    data = json.loads(path.read_text())
+    m, c = data.get("model") or {}, data["config"]
+    if not m:
+        return f"`--model {c['model']}`"
+    kv = f", {m['heads']} heads over {m['kv_heads']} KV heads" if m.get("kv_heads") else ""
+    tied = "tied" if m.get("tied_embeddings") else "untied"
+    return (f"`--model {c['model']}`: {m['class']}, {m['parameters'] / 1e6:.1f}M parameters, "
+            f"{m['layers']} layers {m['hidden']} wide{kv}, vocabulary {m['vocab']}, {tied} "
+            f"embeddings, {m['weights']} weights; {c['dtype']} with matmul precision "
+            f"\"{c['matmul_precision']}\", {c['new_tokens']} new tokens, {c['repeats']} repeats")
+
+
+def family_sections(study: Path) -> list:
+    by_batch = ladder_benches(study)
+    if not by_batch:
+        return []
+    parts = [f"## The ladder on another family ({study.name})", model_line(study) + "."]
+    parts += ["### Untraced (harness bench, one process per batch)", _md(ladder_table(by_batch)),
+              "† benched in a process of its own (its capture's untraced run), not beside the "
+              "others: compare it with them only across the between-process spread."]
+    caps = capture_table(study)
+    if not caps.empty:
+        parts += ["### Captured (scripts/profile.sh, node-level; untraced = its bench and twin)",
+                  _md(caps)]
+    return parts
+
+
+def _md(df: pd.DataFrame) -> str:
+    return md_table(list(df.columns), [tuple(r) for r in df.itertuples(index=False)])

@@ -1,0 +1,67 @@
+"""Study part `family` (analysis/study_family.py): the ladder of another model family at
+several batches, from hand-made benches and from the real Llama run of docs/llama-20261201."""
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from analysis.study import main
+from analysis.study_family import ladder_benches, ladder_table
+
+LLAMA = Path(__file__).parent.parent / "docs" / "llama-20261201"
+
+
+def bench(path: Path, rows: list, compile_mode=None) -> None:
+    """rows: (variant, ms/step, tokens hash); p10/p90 = ms ∓ 0.1."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "config": {"compile": compile_mode, "model": "llama"}, "copy_bytes_per_s": 4e12,
+        "results": [{"variant": v, "ms_per_step_median": m, "ms_per_step_p10": m - 0.1,
+                     "ms_per_step_p90": m + 0.1, "tokens_sha256": h} for v, m, h in rows]}))
+
+
+def test_the_ladder_by_batch_with_a_capture_s_own_bench(tmp_path):
+    bench(tmp_path / "bench-ladder-b1.json", [("naive", 12.0, "a"), ("kv", 10.0, "a"),
+                                               ("compiled", 4.0, "a")])
+    bench(tmp_path / "bench-ladder-b32.json", [("naive", 16.0, "b"), ("kv", 8.0, "c")])
+    # pipelined+compile benched only by its capture's untraced run (a process of its own).
+    cap = tmp_path / "capture" / "20261201T000000Z-pipelined+compile-b1"
+    bench(cap / "untraced.json", [("pipelined", 5.0, "a")], compile_mode="default")
+    (cap / "capture.sqlite").write_bytes(b"")
+    table = ladder_table(ladder_benches(tmp_path))
+    rows = [tuple(r) for r in table.itertuples(index=False)]
+    assert list(table.columns) == ["variant", "b1 ms/step", "b1 p10–p90", "b1 × naive",
+                                   "b1 kv's tokens", "b32 ms/step", "b32 p10–p90",
+                                   "b32 × naive", "b32 kv's tokens"]
+    assert rows == [
+        ("naive", "12.000", "11.90–12.10", "1.00x", "yes", "16.000", "15.90–16.10", "1.00x", "no"),
+        ("kv", "10.000", "9.90–10.10", "1.20x", "yes", "8.000", "7.90–8.10", "2.00x", "yes"),
+        ("compiled", "4.000", "3.90–4.10", "3.00x", "yes", "–", "–", "–", "–"),
+        ("pipelined+compile", "5.000 †", "4.90–5.10", "2.40x", "yes", "–", "–", "–", "–"),
+    ]
+
+
+def test_the_family_part_of_the_real_llama_run(tmp_path):
+    (tmp_path / "RESULTS.md").write_text("# R\n\n## 1. The ladder\n")
+    result = CliRunner().invoke(main, [str(LLAMA), "-o", str(tmp_path), "--part", "family"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert text.index("<!-- part: family -->") < text.index("## 1. The ladder")
+    assert "124.7M parameters, 12 layers 768 wide, 12 heads over 4 KV heads" in text
+    # Untraced: the ladder's process at batch 32, pipelined+compile from its capture's bench.
+    assert ("| compiled | 3.555 | 3.54–3.59 | 4.16x | yes | 4.821 | 4.50–5.80 | 2.83x | yes |"
+            in text)
+    assert "| pipelined+compile | 5.013 † | 4.87–5.05 | 2.95x | yes | 4.463 † |" in text
+    # Captured, against the untraced bench and twin of each capture.
+    assert ("| compiled | 32 | 9.383 | 6.449 | 13.3% | 843.0 | 95.3 | 9% / 87% / 4% | 8.2% |"
+            in text)
+    assert ("| pipelined+compile | 1 | 7.225 | 5.013 | 10.4% | 937.0 | 145.4 | 0% / 100% / 0% "
+            "| 0.0% |" in text)
+    again = CliRunner().invoke(main, [str(LLAMA), "-o", str(tmp_path), "--part", "family"])
+    assert again.exit_code == 0 and (tmp_path / "RESULTS.md").read_text() == text
+
+
+def test_the_family_part_needs_the_benches(tmp_path):
+    result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path), "--part", "family"])
+    assert result.exit_code == 2 and "no bench-ladder-b<batch>.json" in result.output
