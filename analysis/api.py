@@ -82,7 +82,8 @@ def load_and_analyse(path: str | Path, step_pattern: str | None = None,
         if not metrics_only_ok:
             raise TraceError(
                 f"{run.trace_path}: GPU metrics only, no CUDA trace: `gapscope analyze` "
-                "reads it; compare and report need a capture with `--trace=cuda,nvtx`")
+                "and `gapscope compare` read it (its GPU metrics); report needs a capture with "
+                "`--trace=cuda,nvtx`")
         analyses = analyze_metrics(trace, options)
     else:
         analyses = run_analysis(trace, options)

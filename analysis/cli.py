@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from analysis import compare as compare_mod
+from analysis import hardware as hardware_mod
 from analysis import report as report_mod
 from analysis.api import analyse_run
 from analysis.errors import TraceError
@@ -186,12 +187,13 @@ def _write(draw, path: Path) -> None:
         raise GapscopeError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
-def _compare_inputs(traces: tuple, options: Options) -> tuple:
+def _compare_inputs(traces: tuple, options: Options, metrics_only_ok: bool = False) -> tuple:
     from analysis.sweep import PROGRESS_FROM, analyse_all, expand, sweep_labels
 
     try:
         args, swept = expand(traces)
-        done = analyse_all(args, options, progress=bool(swept) or len(args) >= PROGRESS_FROM)
+        done = analyse_all(args, options, progress=bool(swept) or len(args) >= PROGRESS_FROM,
+                           metrics_only_ok=metrics_only_ok)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
     pairs = [(run, analyses) for run, _, analyses, _ in done]
@@ -228,7 +230,7 @@ def compare(traces, fmt, wide, db_path, where, step_pattern, check_pattern, devi
         raise click.UsageError("--where selects runs of --db; give it without TRACES")
     if traces:
         runs, labels, firsts, pairs = _compare_inputs(
-            traces, Options(step_pattern, check_pattern, device))
+            traces, Options(step_pattern, check_pattern, device), metrics_only_ok=True)
         if db_path:
             store_runs(db_path, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
     elif db_path:
@@ -236,21 +238,40 @@ def compare(traces, fmt, wide, db_path, where, step_pattern, check_pattern, devi
         labels = unique_labels(runs)
     else:
         raise click.UsageError("give TRACES to compare, or --db FILE")
-    table = compare_mod.compare(labels, firsts, runs)
-    spread = compare_mod.between_runs(firsts, runs)
+    # Captures of GPU metrics alone have no gaps: they go to the hardware table only.
+    hardware = (hardware_mod.hardware_table(labels, firsts, runs)
+                if hardware_mod.has_metrics(firsts) else None)
+    kept = [i for i, a in enumerate(firsts) if hardware_mod.is_traced(a)]
+    table = spread = None
+    if kept:
+        labels, firsts, runs = ([x[i] for i in kept] for x in (labels, firsts, runs))
+        table = compare_mod.compare(labels, firsts, runs)
+        spread = compare_mod.between_runs(firsts, runs)
     if fmt == "json":
-        out = report_mod.records(table)
+        out = [] if table is None else report_mod.records(table)
+        if spread is not None or hardware is not None:
+            out = {"runs": out}
         if spread is not None:
-            out = {"runs": out, "between_runs": report_mod.records(spread)}
+            out["between_runs"] = report_mod.records(spread)
+        if hardware is not None:
+            out["hardware"] = report_mod.records(hardware)
         click.echo(json.dumps(out, indent=1))
+        return
+    texts = []
+    if table is None:
+        pass
     elif fmt == "md":
-        click.echo(compare_mod.to_markdown(table), nl=False)
+        texts.append(compare_mod.to_markdown(table).rstrip("\n"))
     elif len(table) >= compare_mod.ROWS_FROM and not wide:
-        click.echo(compare_mod.to_text_rows(table))
+        texts.append(compare_mod.to_text_rows(table))
     else:
-        click.echo(compare_mod.to_text(table, width=None if wide else compare_mod.TEXT_WIDTH))
-    if fmt != "json" and spread is not None:
-        click.echo("\n" + compare_mod.between_runs_text(spread))
+        texts.append(compare_mod.to_text(table, width=None if wide else compare_mod.TEXT_WIDTH))
+    if spread is not None:
+        texts.append(compare_mod.between_runs_text(spread))
+    if hardware is not None:
+        texts.append((hardware_mod.to_markdown if fmt == "md" else hardware_mod.to_text)(
+            hardware).rstrip("\n"))
+    click.echo("\n\n".join(texts))
 
 
 def _stored(db_path, where) -> tuple:

@@ -75,18 +75,19 @@ def _workers(count: int) -> int:
     return max(1, min(count, cores or 1))
 
 
-def analyse_all(args: list, options: Options, progress: bool = False) -> list:
+def analyse_all(args: list, options: Options, progress: bool = False,
+                metrics_only_ok: bool = False) -> list:
     """analyse_one of each argument, in order; in parallel processes where there are several
     runs and cores (forked on Linux: no re-import)."""
     workers = _workers(len(args))
     if workers == 1 or not sys.platform.startswith("linux"):
         results = []
         for i, arg in enumerate(args):
-            results.append(analyse_one(arg, options))
+            results.append(analyse_one(arg, options, metrics_only_ok))
             _report(progress, i + 1, len(args), arg)
         return results
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(analyse_one, arg, options) for arg in args]
+        futures = [pool.submit(analyse_one, arg, options, metrics_only_ok) for arg in args]
         results = []
         for i, (arg, future) in enumerate(zip(args, futures, strict=True)):
             results.append(future.result())

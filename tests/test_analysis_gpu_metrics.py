@@ -66,10 +66,11 @@ def test_analyze_picks_the_metrics_only_analysis_and_says_so(tmp_path):
     assert run("analyze", path, "--format", "md").exit_code == 0
     png = tmp_path / "m.png"
     assert run("analyze", path, "--plot", png).exit_code == 0 and png.stat().st_size > 0
-    compared = run("compare", path, path)
-    assert compared.exit_code == 2
-    assert "GPU metrics only, no CUDA trace" in compared.output
-    assert len(compared.output.strip().splitlines()) == 1
+    # compare shows it in the hardware table (tests/test_hardware_compare.py); report cannot.
+    reported = run("report", path, "-o", tmp_path / "r")
+    assert reported.exit_code == 2
+    assert "GPU metrics only, no CUDA trace" in reported.output
+    assert len(reported.output.strip().splitlines()) == 1
 
 
 def test_metrics_with_a_cuda_trace_average_over_each_steps_gpu_span(tmp_path):
