@@ -215,8 +215,11 @@ def _compare_inputs(traces: tuple, options: Options, metrics_only_ok: bool = Fal
 @click.option("--where", default=None,
               help="With --db and no TRACES: only the runs this SQL condition on the runs "
                    "table selects, e.g. \"config_variant LIKE 'pipelined%'\".")
+@click.option("--hardware-plot", "hardware_plot", type=click.Path(dir_okay=False), default=None,
+              help="Draw the hardware table (runs with GPU metrics) to this PNG.")
 @pattern_options
-def compare(traces, fmt, wide, db_path, where, step_pattern, check_pattern, device):
+def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, check_pattern,
+            device):
     """Compare TRACES (exports, run dirs, or directories of run dirs), the first as the baseline.
 
     \b
@@ -241,6 +244,14 @@ def compare(traces, fmt, wide, db_path, where, step_pattern, check_pattern, devi
     # Captures of GPU metrics alone have no gaps: they go to the hardware table only.
     hardware = (hardware_mod.hardware_table(labels, firsts, runs)
                 if hardware_mod.has_metrics(firsts) else None)
+    if hardware_plot:
+        if hardware is None or hardware.empty:
+            raise GapscopeError("--hardware-plot: none of these runs sampled GPU metrics "
+                                "(profile.sh --metrics makes such a capture)")
+        from analysis.plots import plot_hardware
+
+        _write(lambda p: plot_hardware(hardware, p), Path(hardware_plot))
+        click.echo(f"gapscope: wrote {hardware_plot}", err=True)
     kept = [i for i, a in enumerate(firsts) if hardware_mod.is_traced(a)]
     table = spread = None
     if kept:

@@ -49,6 +49,18 @@ def is_traced(a) -> bool:
     return a.summary.get("cuda_trace", True) not in (False, 0)
 
 
+def config_label(config: dict) -> str | None:
+    """`fused b32 bf16` from run.json's config (the plot's row names), None without one."""
+    if not config.get("variant"):
+        return None
+    parts = [config["variant"]]
+    if config.get("batch") is not None:
+        parts.append(f"b{config['batch']}")
+    if config.get("dtype"):
+        parts.append(str(config["dtype"]))
+    return " ".join(parts)
+
+
 def hardware_table(labels: list, analyses: list, runs: list) -> pd.DataFrame:
     """One row per run with GPU metrics (the others are left out)."""
     rows = []
@@ -61,8 +73,10 @@ def hardware_table(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         untraced = (twin["period_ns_median"] / 1e6 if twin.get("period_ns_median")
                     else run.untraced_ms_per_step())
         pct = floor.get("floor_pct_of_untraced_period") or floor.get("floor_pct_of_untraced")
+        config = run.info.get("config") or {}
         rows.append({
-            "label": label, "device": a.device, "steps": a.summary["steps"],
+            "label": label, "config_label": config_label(config), "device": a.device,
+            "steps": a.summary["steps"],
             "untraced_ms_per_step": untraced,
             "traced_ms_per_step": run.traced_ms_per_step(),
             "floor_ms_per_step": (None if floor.get("floor_ns_per_step") is None
@@ -88,13 +102,19 @@ def _cells(table: pd.DataFrame) -> list:
     return out
 
 
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def to_text(table: pd.DataFrame, width: int = 100) -> str:
     """Labels too long for `width` columns become #1, #2, ... with a legend under the table."""
     cells = _cells(table)
     legend = []
     rest_width = sum(w for _, _, w, _ in COLUMNS[1:])
     if max(len(r[0]) for r in cells) + rest_width > width:
-        legend = [f"#{i}: {r[0]}" for i, r in enumerate(cells, 1)]
+        configs = table["config_label"].tolist()
+        legend = [_fit(f"#{i}: {r[0]}" + (f" ({c})" if c and c not in r[0] else ""), width)
+                  for i, (r, c) in enumerate(zip(cells, configs, strict=True), 1)]
         cells = [[f"#{i}", *r[1:]] for i, r in enumerate(cells, 1)]
     label_width = max([len("run")] + [len(r[0]) for r in cells])
     widths = [label_width] + [w for _, _, w, _ in COLUMNS[1:]]

@@ -207,3 +207,34 @@ def plot_bubbles(path, sweep, batch: int) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_hardware(table, path) -> None:
+    """compare's hardware table (analysis/hardware.py) as two panels, one row a run: the
+    untraced step beside its bandwidth floor, and how hard the GPU worked (SMs active, DRAM read,
+    % of the floor reached)."""
+    labels = [c or lab for c, lab in zip(table["config_label"], table["label"], strict=True)]
+    y = np.arange(len(labels))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.5 * len(labels) + 1.6), sharey=True)
+
+    def values(column):
+        return table[column].astype("float64").fillna(0).to_numpy()
+
+    left.barh(y, values("untraced_ms_per_step"), color="#1f77b4", label="untraced step")
+    left.barh(y, values("floor_ms_per_step"), height=0.35, color="#2ca02c",
+              label="bandwidth floor")
+    left.set_xlabel("ms per step")
+    left.legend(loc="lower right", fontsize=8)
+    for offset, column, color, name in ((-0.27, "sm_active_pct", "#ff7f0e", "SMs active"),
+                                        (0.0, "dram_read_pct", "#9467bd", "DRAM read"),
+                                        (0.27, "floor_pct", "#2ca02c", "% of floor")):
+        right.barh(y + offset, values(column), height=0.27, color=color, label=name)
+    right.set_xlim(0, 100)
+    right.set_xlabel("% (of peak; of the floor)")
+    right.legend(loc="lower right", fontsize=8)
+    left.set_yticks(y, labels)
+    left.invert_yaxis()
+    fig.suptitle("How hard the GPU works, per run (GPU metrics, untraced step time)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

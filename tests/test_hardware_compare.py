@@ -87,3 +87,13 @@ def test_the_database_gives_the_same_hardware_table(tmp_path):
     assert json.loads(stored.stdout)["hardware"] == json.loads(direct.stdout)["hardware"]
     doc = json.loads(stored.stdout)
     assert len(doc["hardware"]) == 2 and doc["runs"] == []
+
+
+def test_the_hardware_plot(tmp_path, data_dir):
+    a, b = metrics_run(tmp_path, "fused", 180), metrics_run(tmp_path, "graphed", 260)
+    png = tmp_path / "hw.png"
+    out = CliRunner().invoke(main, ["compare", str(a), str(b), "--hardware-plot", str(png)])
+    assert out.exit_code == 0 and png.stat().st_size > 10_000
+    traced = data_dir / "h200-eager-static-bs16.sqlite"
+    none = CliRunner().invoke(main, ["compare", str(traced), "--hardware-plot", str(png)])
+    assert none.exit_code == 2 and "none of these runs sampled GPU metrics" in none.output
