@@ -228,7 +228,8 @@ PART_START, PART_END = "<!-- part: observer -->", "<!-- /part -->"
 
 def part_body(part: str, study: Path, out: Path) -> list:
     if part == "family":
-        body = family_sections(study)
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+        body = family_sections(study, out / "figures")
         if not body:
             raise GapscopeError(f"{study}: no bench-ladder-b<batch>.json (`scripts/study.sh "
                                 "--parts family --model ARCH` makes them)")

@@ -118,7 +118,8 @@ def model_line(study: Path) -> str:
             f"\"{c['matmul_precision']}\", {c['new_tokens']} new tokens, {c['repeats']} repeats")
 
 
-def family_sections(study: Path) -> list:
+def family_sections(study: Path, fig: Path | None = None) -> list:
+    """The part's Markdown; with `fig` (a directory) also its figure, fig/family-ladder.png."""
     by_batch = ladder_benches(study)
     if not by_batch:
         return []
@@ -126,6 +127,13 @@ def family_sections(study: Path) -> list:
     parts += ["### Untraced (harness bench, one process per batch)", _md(ladder_table(by_batch)),
               "† benched in a process of its own (its capture's untraced run), not beside the "
               "others: compare it with them only across the between-process spread."]
+    if fig is not None:
+        from analysis.study_plots import plot_family
+
+        model = json.loads(next(iter(sorted(study.glob("bench-ladder-b*.json")))).read_text())
+        plot_family(fig / "family-ladder.png", by_batch,
+                    f"The ladder on --model {model['config'].get('model')}, untraced")
+        parts.append("![family ladder](figures/family-ladder.png)")
     caps = capture_table(study)
     if not caps.empty:
         parts += ["### Captured (scripts/profile.sh, node-level; untraced = its bench and twin)",

@@ -106,3 +106,28 @@ def plot_kernels(path: Path, table: pd.DataFrame, title: str):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_family(path: Path, by_batch: dict, title: str):
+    """The family part's ladder: ms/step per variant, one bar per batch (p10-p90 whiskers)."""
+    from analysis.study_benches import LADDER
+
+    names = [v for v in LADDER if any(v in b.index for b in by_batch.values())]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(names) * len(by_batch) / 2 + 1.6))
+    height = 0.8 / max(len(by_batch), 1)
+    for k, (batch, b) in enumerate(by_batch.items()):
+        rows = [b.loc[v] if v in b.index else None for v in names]
+        y = [i + (k - (len(by_batch) - 1) / 2) * height for i in range(len(names))]
+        mid = [r["ms_per_step_median"] if r is not None else 0 for r in rows]
+        pairs = list(zip(mid, rows, strict=True))
+        err = [[m - r["ms_per_step_p10"] if r is not None else 0 for m, r in pairs],
+               [r["ms_per_step_p90"] - m if r is not None else 0 for m, r in pairs]]
+        ax.barh(y, mid, height=height, xerr=err, capsize=2, label=f"batch {batch}")
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step, untraced (median, p10-p90)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

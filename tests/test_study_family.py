@@ -58,6 +58,8 @@ def test_the_family_part_of_the_real_llama_run(tmp_path):
             in text)
     assert ("| pipelined+compile | 1 | 7.225 | 5.013 | 10.4% | 937.0 | 145.4 | 0% / 100% / 0% "
             "| 0.0% |" in text)
+    assert "![family ladder](figures/family-ladder.png)" in text
+    assert (tmp_path / "figures" / "family-ladder.png").stat().st_size > 10_000
     again = CliRunner().invoke(main, [str(LLAMA), "-o", str(tmp_path), "--part", "family"])
     assert again.exit_code == 0 and (tmp_path / "RESULTS.md").read_text() == text
 
