@@ -93,6 +93,9 @@ NEW_PAGE_SIZE = 65536
 # database file made in numpy (analysis.sqlite_image) by one INSERT ... SELECT: no Python work
 # per row (binding a million gaps' values one at a time took 1.5 s of CPU).
 IMAGE_ROWS = 1000
+# Scratch files of one run at most: SQLite attaches 10 databases at most (a run of more devices
+# binds the rest of its big tables row by row).
+SCRATCH_FILES = 8
 
 
 def open_db(path) -> sqlite_utils.Database:
@@ -152,32 +155,32 @@ def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
     run_id. A table of more than IMAGE_ROWS rows is written into a scratch database file
     first (_image_columns), attached, and copied in by SQLite."""
     digest = trace_hash(Path(run.trace_path))
-    # (device, table, its first row keyed (the schema), the table's own columns, scratch)
-    frames = [(a.device, name, _keyed(frame(a).iloc[:1], digest[:16], a.device), data,
-               _image_columns(data))
-              for a in analyses for name, frame in CHILD_TABLES.items()
-              for data in [_data(frame(a))]]
-    attached, paths = [], []
+    # (device, table, its first row keyed (the schema), the table's own columns)
+    frames = [(a.device, name, _keyed(frame(a).iloc[:1], digest[:16], a.device), _data(frame(a)))
+              for a in analyses for name, frame in CHILD_TABLES.items()]
+    images, paths = {}, []  # frame's position -> its scratch database's columns
     try:
         for i, frame in enumerate(frames):
-            if frame[4] is not None:
-                paths.append(_write_scratch(frame[4]))
+            image = _image_columns(frame[3]) if len(images) < SCRATCH_FILES else None
+            if image is not None:
+                paths.append(_write_scratch(image))
                 # Attached outside the transaction: SQLite attaches outside one only.
                 db.conn.execute(f"ATTACH DATABASE ? AS scratch_{i}", (paths[-1],))
-                attached.append(f"scratch_{i}")
-        _add_rows(db, run, label, digest, analyses, frames)
+                images[i] = image
+        _add_rows(db, run, label, digest, analyses, frames, images)
     finally:
-        for tag in attached:
-            db.conn.execute(f"DETACH DATABASE {tag}")
+        for i in images:
+            db.conn.execute(f"DETACH DATABASE scratch_{i}")
         for path in paths:
             os.unlink(path)
     _ensure_indexes(db)
     return digest[:16]
 
 
-def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list) -> None:
-    """Every table's rows of one run in one transaction; a frame with a scratch database
-    (scratch_{its position}) from it."""
+def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list,
+              images: dict) -> None:
+    """Every table's rows of one run in one transaction; frames[i] of images[i] from its
+    scratch database scratch_{i}."""
     run_id = digest[:16]
     with db.conn:
         for name in ("runs", *CHILD_TABLES):
@@ -185,13 +188,13 @@ def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list) ->
                 db.conn.execute(f"DELETE FROM [{name}] WHERE run_id = ?", (run_id,))
         rows = [run_row(run, label, digest, a) for a in analyses]
         db["runs"].upsert_all(rows, pk=RUN_KEY, alter=True)
-        for i, (device, name, head, data, image) in enumerate(frames):
+        for i, (device, name, head, data) in enumerate(frames):
             if not db[name].exists():
                 db.conn.execute(_create_sql(name, head))
             elif len(head):
                 db[name].add_missing_columns(head.to_dict("records"))
-            if image is not None:
-                _copy_rows(db.conn, name, head, image, f"scratch_{i}", run_id, device)
+            if i in images:
+                _copy_rows(db.conn, name, head, images[i], f"scratch_{i}", run_id, device)
             else:
                 _insert_rows(db.conn, _insert_sql(name, head, run_id, device), data)
 
