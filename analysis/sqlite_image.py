@@ -1,6 +1,6 @@
 """A SQLite database file of one integer table, written from numpy columns without SQLite.
 
-Python's sqlite3 binds a value at a time: a million gaps of 15 columns cost about a second and
+Python's sqlite3 binds a value at a time: a million gaps of 14 values each cost about a second and
 a half of CPU to insert. Here the file's bytes are made in numpy instead, a few pages at a time
 (0.2 s for those gaps), following the documented file format
 (https://www.sqlite.org/fileformat2.html): page 1 holds the header and the schema, then the
