@@ -1,7 +1,7 @@
 """Speed of the whole analysis on a ~1M-GPU-op trace, next to nsys's projection report.
 
     python -m analysis.benchmark [--copies 150] [--repeat-names|--renumber] [--runs 3]
-                                 [--nsys PATH]
+                                 [--nsys PATH] [--only TEXT ...]
 
 Builds bench.sqlite in a scratch directory of its own (removed at the end; several benchmarks
 may run at once) by tiling a real export in time: each copy shifts every timestamp by the
@@ -139,16 +139,18 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
                    "generate() calls), or number the steps on.")
 @click.option("--runs", default=3, show_default=True, help="Timed runs; the median is printed.")
 @click.option("--nsys", default=None, help="An nsys binary to time its projection report.")
-def main(source, copies, repeat_names, runs, nsys):
+@click.option("--only", multiple=True,
+              help="Time only the commands whose name has this text (repeatable): --only db.")
+def main(source, copies, repeat_names, runs, nsys, only):
     """Times every output of gapscope on a tiled ~1M-op trace, each in a fresh process, and
     nsys's projection report on the same file in the same run, interleaved (the machine's load
     then weighs on both alike)."""
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as scratch:
-        measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch))
+        measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only)
 
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
-            scratch: Path) -> None:
+            scratch: Path, only: tuple = ()) -> None:
     load = os.getloadavg()
     trace = scratch / "bench.sqlite"
     t = time.perf_counter()
@@ -156,7 +158,8 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
     click.echo(f"built {trace}: {ops} GPU ops, {trace.stat().st_size / 2**20:.0f} MiB "
                f"in {time.perf_counter() - t:.1f} s ({'repeated' if repeat_names else 'renumbered'}"
                " step names)")
-    todo = commands(trace, scratch / "out")
+    todo = {name: args for name, args in commands(trace, scratch / "out").items()
+            if not only or any(text in name for text in only)}
     results = {name: [] for name in todo}
     nsys_times = []
     for _ in range(runs):

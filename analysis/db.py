@@ -24,6 +24,7 @@ import sqlite_utils
 
 from analysis.report import column_values, plain
 from analysis.runs import Run
+from analysis.sqlite_image import write_table
 
 HASH_CHUNK = 1 << 20
 RUN_KEY = ("run_id", "device")
@@ -88,8 +89,13 @@ def run_row(run, label: str, digest: str, a) -> dict:
 
 # A new database gets 64 KiB pages: a million gaps go in ~15% faster than with 4 KiB pages.
 NEW_PAGE_SIZE = 65536
-# A table of more rows than this is written by two processes, half each (_insert_forked).
-FORK_ROWS = 200_000
+# A table of more rows than this, of integer and text columns only, goes in from a scratch
+# database file made in numpy (analysis.sqlite_image) by one INSERT ... SELECT: no Python work
+# per row (binding a million gaps' values one at a time took 1.5 s of CPU).
+IMAGE_ROWS = 1000
+# Scratch files of one run at most: SQLite attaches 10 databases at most (a run of more devices
+# binds the rest of its big tables row by row).
+SCRATCH_FILES = 8
 
 
 def open_db(path) -> sqlite_utils.Database:
@@ -136,79 +142,35 @@ def _insert_sql(name: str, df: pd.DataFrame, run_id: str, device: int) -> str:
     return f"INSERT INTO [{name}] ({names}) VALUES ('{run_id}', {int(device)}, {marks})"
 
 
-def _insert_rows(con, sql: str, data: pd.DataFrame, first: int = 0) -> None:
-    """Rows first, first + 1, ... (their `row`) of a table's own columns (_data) in one
-    executemany over column lists: sqlite-utils' insert_all builds a dict a row (seconds a
-    million); the table's columns come from sqlite-utils (add_missing_columns) all the same."""
+def _insert_rows(con, sql: str, data: pd.DataFrame) -> None:
+    """A small table's rows (their `row` 0, 1, ...; its own columns, _data) in one executemany
+    over column lists: sqlite-utils' insert_all builds a dict a row; the table's columns come
+    from sqlite-utils (add_missing_columns) all the same."""
     values = [column_values(data[c]) for c in data.columns]
-    con.executemany(sql, zip(range(first, first + len(data)), *values, strict=True))
-
-
-def _write_halves(frames: list, paths: tuple) -> None:
-    """The big frames' rows into two scratch databases at the same time, the first half of
-    each frame here and the second by a forked child: binding a million rows' values is most
-    of the time of --db, and it splits over two cores. Frame k becomes table t{k} of each."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            _write_scratch(paths[1], frames, second=True)
-            code = 0
-        finally:
-            os._exit(code)
-    _write_scratch(paths[0], frames, second=False)
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise sqlite3.OperationalError("the forked writer of the big tables failed")
-
-
-def _write_scratch(path: str, frames: list, second: bool) -> None:
-    """One half of each frame into a database of its own (a connection of its own: SQLite's
-    must not cross a fork). A scratch file read once in rowid order and removed: plain tables
-    (a key costs a third more time a row), no journal, no syncing."""
-    out = sqlite3.connect(path)
-    try:
-        out.execute("PRAGMA journal_mode = OFF")
-        out.execute("PRAGMA synchronous = OFF")
-        with out:
-            for k, (device, _, head, data) in enumerate(frames):
-                out.execute(f"CREATE TABLE t{k} ({', '.join(f'[{c}]' for c in head.columns)})")
-                half = len(data) // 2
-                sql = _insert_sql(f"t{k}", head, head["run_id"].iloc[0], device)
-                if second:
-                    _insert_rows(out, sql, data.iloc[half:], half)
-                else:
-                    _insert_rows(out, sql, data.iloc[:half])
-    finally:
-        out.close()
+    con.executemany(sql, zip(range(len(data)), *values, strict=True))
 
 
 def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
-    """Writes (or replaces) one run's rows in every table; returns its run_id. Tables of more
-    than FORK_ROWS rows are written by two processes into scratch databases first, then
-    copied in by SQLite (no Python per row), so that the run still goes in one transaction."""
+    """Writes (or replaces) one run's rows in every table, in one transaction; returns its
+    run_id. A table of more than IMAGE_ROWS rows is written into a scratch database file
+    first (_image_columns), attached, and copied in by SQLite."""
     digest = trace_hash(Path(run.trace_path))
     # (device, table, its first row keyed (the schema), the table's own columns)
     frames = [(a.device, name, _keyed(frame(a).iloc[:1], digest[:16], a.device), _data(frame(a)))
               for a in analyses for name, frame in CHILD_TABLES.items()]
-    big = [i for i, f in enumerate(frames) if len(f[3]) > FORK_ROWS] if hasattr(os, "fork") \
-        else []
-    paths, attached = [], []
+    images, paths = {}, []  # frame's position -> its scratch database's columns
     try:
-        if big:
-            for _ in range(2):
-                fd, path = tempfile.mkstemp(suffix=".db", prefix="gapscope-")
-                os.close(fd)
-                paths.append(path)
-            _write_halves([frames[i] for i in big], tuple(paths))
-            # Attached outside the transaction: SQLite attaches outside one only.
-            for tag, path in zip("ab", paths, strict=True):
-                db.conn.execute(f"ATTACH DATABASE ? AS scratch_{tag}", (path,))
-                attached.append(tag)
-        _add_rows(db, run, label, digest, analyses, frames, big)
+        for i, frame in enumerate(frames):
+            image = _image_columns(frame[3]) if len(images) < SCRATCH_FILES else None
+            if image is not None:
+                paths.append(_write_scratch(image))
+                # Attached outside the transaction: SQLite attaches outside one only.
+                db.conn.execute(f"ATTACH DATABASE ? AS scratch_{i}", (paths[-1],))
+                images[i] = image
+        _add_rows(db, run, label, digest, analyses, frames, images)
     finally:
-        for tag in attached:
-            db.conn.execute(f"DETACH DATABASE scratch_{tag}")
+        for i in images:
+            db.conn.execute(f"DETACH DATABASE scratch_{i}")
         for path in paths:
             os.unlink(path)
     _ensure_indexes(db)
@@ -216,9 +178,9 @@ def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
 
 
 def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list,
-              big: list) -> None:
-    """Every table's rows of one run in one transaction; frames[big[k]] from the scratch
-    databases' t{k}."""
+              images: dict) -> None:
+    """Every table's rows of one run in one transaction; frames[i] of images[i] from its
+    scratch database scratch_{i}."""
     run_id = digest[:16]
     with db.conn:
         for name in ("runs", *CHILD_TABLES):
@@ -231,13 +193,77 @@ def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list,
                 db.conn.execute(_create_sql(name, head))
             elif len(head):
                 db[name].add_missing_columns(head.to_dict("records"))
-            if i in big:
-                names = ", ".join(f"[{c}]" for c in head.columns)
-                for tag in "ab":
-                    db.conn.execute(f"INSERT INTO main.[{name}] ({names}) SELECT {names} "
-                                    f"FROM scratch_{tag}.t{big.index(i)} ORDER BY rowid")
+            if i in images:
+                _copy_rows(db.conn, name, head, images[i], f"scratch_{i}", run_id, device)
             else:
                 _insert_rows(db.conn, _insert_sql(name, head, run_id, device), data)
+
+
+def _image_columns(data: pd.DataFrame) -> dict | None:
+    """A big table's columns as integer arrays for its scratch file, text ones (categorical,
+    strings) as codes into their distinct values (-1: none) with `values[column]` those values;
+    None for a small table or one the scratch file cannot carry (floats, missing integers)."""
+    if len(data) <= IMAGE_ROWS:
+        return None
+    columns, values = {}, {}
+    for c in data.columns:
+        s = data[c]
+        if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype):
+            if s.hasnans:
+                return None
+            columns[c] = s.to_numpy(dtype=np.int64)
+        elif (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)
+              or isinstance(s.dtype, pd.CategoricalDtype)):
+            columns[c], distinct = pd.factorize(s)
+            values[c] = list(distinct)
+        else:
+            return None
+    return {"columns": columns, "values": values}
+
+
+def _write_scratch(image: dict) -> str:
+    """The scratch database of one big table (table t) in a file of its own; its path. The
+    rowid of row r is image["first"] + r."""
+    fd, path = tempfile.mkstemp(suffix=".db", prefix="gapscope-")
+    os.close(fd)
+    try:
+        image["first"] = write_table(path, "t", image["columns"])
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
+
+
+def _copy_sql(name: str, head: pd.DataFrame, image: dict, tag: str, run_id: str,
+              device: int) -> str:
+    """The INSERT ... SELECT of a scratch table's rows into table `name`, in rowid order: `row`
+    from the rowid, text columns through their values' tables (temp.{tag}_{k})."""
+    exprs = [f"'{run_id}'", str(int(device)), f"s.rowid - {image['first']}"]
+    joins = []
+    for c in head.columns[len(KEY_COLUMNS):]:
+        if c in image["values"]:
+            k = len(joins)
+            joins.append(f"LEFT JOIN temp.[{tag}_{k}] AS v{k} ON v{k}.code = s.[{c}]")
+            exprs.append(f"v{k}.value")
+        else:
+            exprs.append(f"s.[{c}]")
+    names = ", ".join(f"[{c}]" for c in head.columns)
+    return (f"INSERT INTO main.[{name}] ({names}) SELECT {', '.join(exprs)} "
+            f"FROM {tag}.t AS s {' '.join(joins)} ORDER BY s.rowid")
+
+
+def _copy_rows(con, name: str, head: pd.DataFrame, image: dict, tag: str, run_id: str,
+               device: int) -> None:
+    """A big table's rows from its attached scratch database `tag`; the values of its text
+    columns in temp tables (inside the transaction) while the copy needs them."""
+    texts = [c for c in head.columns[len(KEY_COLUMNS):] if c in image["values"]]
+    for k, c in enumerate(texts):
+        con.execute(f"CREATE TEMP TABLE [{tag}_{k}] (code INTEGER PRIMARY KEY, value)")
+        con.executemany(f"INSERT INTO temp.[{tag}_{k}] VALUES (?, ?)",
+                        enumerate(image["values"][c]))
+    con.execute(_copy_sql(name, head, image, tag, run_id, device))
+    for k in range(len(texts)):
+        con.execute(f"DROP TABLE temp.[{tag}_{k}]")
 
 
 def _ensure_indexes(db: sqlite_utils.Database) -> None:

@@ -134,7 +134,8 @@ def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
     out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
     out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
     out["next_op"] = op_names(gaps["next_kind"], gaps["next_name_id"], strings)
-    return pd.DataFrame(out)
+    # The columns as they are (copy=False: not stacked into one block, 0.2 s a million gaps).
+    return pd.DataFrame(out, copy=False)
 
 
 def _add_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> None:

@@ -1,6 +1,7 @@
 """The fast writers (CSV, JSON, --db, report plots) give what the plain ones give, forked or not."""
 
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from analysis import db as db_mod
 from analysis import report
 from analysis.api import load_and_analyse
 from analysis.cli import main
+from analysis.runs import Run
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"
@@ -79,29 +81,87 @@ def test_two_processes_keep_the_order_and_say_when_the_child_fails():
 
 
 def dump(path) -> dict:
+    """Every child table's rows, each value with its SQLite type."""
     con = sqlite3.connect(path)
     try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY run_id, device, row").fetchall()
-                for t in ("steps", "gaps", "streams")}
+        out = {}
+        for t in ("steps", "gaps", "streams"):
+            names = [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
+            typed = ", ".join(f"typeof([{c}]), [{c}]" for c in names)
+            out[t] = con.execute(f"SELECT {typed} FROM {t} ORDER BY run_id, device, row").fetchall()
+        return out
     finally:
         con.close()
 
 
-def test_the_database_written_by_two_processes_holds_the_same_rows(monkeypatch, tmp_path):
+def spy_scratch(monkeypatch) -> list:
+    """The column names of each scratch file db.add_run writes, as it writes them."""
+    written, write = [], db_mod.write_table
+    monkeypatch.setattr(db_mod, "write_table",
+                        lambda path, name, columns: written.append(list(columns))
+                        or write(path, name, columns))
+    return written
+
+
+def test_the_database_written_from_scratch_files_holds_the_same_rows(monkeypatch, tmp_path):
     args = ["db", "add"]
     runs = [RUNS / "static", RUNS / "graphed"]
+    monkeypatch.setattr(db_mod, "IMAGE_ROWS", 10**9)  # every table bound a value at a time
     plain = tmp_path / "plain.db"
     assert CliRunner().invoke(main, [*args, str(plain), *map(str, runs)]).exit_code == 0
-    monkeypatch.setattr(db_mod, "FORK_ROWS", 0)
-    forked = tmp_path / "forked.db"
+    monkeypatch.setattr(db_mod, "IMAGE_ROWS", 0)  # gaps and streams through scratch files
+    written = spy_scratch(monkeypatch)
+    scratch = tmp_path / "scratch.db"
     for _ in range(2):  # the second time replaces the rows, through the scratch files again
-        assert CliRunner().invoke(main, [*args, str(forked), *map(str, runs)]).exit_code == 0
-    assert dump(forked) == dump(plain)
+        assert CliRunner().invoke(main, [*args, str(scratch), *map(str, runs)]).exit_code == 0
+    assert [c[0] for c in written] == ["step", "stream"] * 4  # (gaps, streams) x 2 runs x 2
+    monkeypatch.setattr(db_mod, "SCRATCH_FILES", 1)  # then the streams are bound row by row
+    written.clear()
+    one = tmp_path / "one.db"
+    assert CliRunner().invoke(main, [*args, str(one), *map(str, runs)]).exit_code == 0
+    assert [c[0] for c in written] == ["step", "step"]
+    assert dump(one) == dump(plain)
+    assert dump(scratch) == dump(plain)
     assert len(dump(plain)["gaps"]) > 1000
-    con = sqlite3.connect(forked)
+    con = sqlite3.connect(scratch)
     assert con.execute("PRAGMA page_size").fetchone() == (db_mod.NEW_PAGE_SIZE,)
-    assert con.execute("PRAGMA database_list").fetchall() == [(0, "main", str(forked))]
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     con.close()
+
+
+def test_scratch_files_carry_text_with_gaps_and_leave_nothing_behind(monkeypatch, tmp_path):
+    trace = tmp_path / "trace.sqlite"
+    trace.write_bytes(b"not read, only hashed")
+    gaps = pd.DataFrame({
+        "gap_ns": np.array([5, -(2**63), 2**63 - 1, 0], dtype=np.int64),
+        "graphed": [True, False, True, True],
+        "cause": pd.Categorical(["sync", None, "host", "sync"], categories=["sync", "host"]),
+        "next_op": ["a", None, "b", "é"],
+    })
+    steps = pd.DataFrame({"step": [1, 2], "busy_ns": [1.5, np.nan]})  # floats: bound
+    streams = pd.DataFrame({"stream": pd.array([7, None], dtype="Int64")})  # missing: bound
+    analysis = Table(0, summary={"device": 0, "gaps": 4}, steps=steps, gaps=gaps,
+                     streams=streams)
+    run = Run(trace, "synthetic")
+    written = spy_scratch(monkeypatch)
+    dumps = []
+    for rows in (10**9, 0):
+        monkeypatch.setattr(db_mod, "IMAGE_ROWS", rows)
+        db = db_mod.open_db(tmp_path / f"{rows}.db")
+        before = set(Path(tempfile.gettempdir()).glob("gapscope-*.db"))
+        db_mod.add_run(db, run, "synthetic", [analysis])
+        assert set(Path(tempfile.gettempdir()).glob("gapscope-*.db")) == before
+        assert db.conn.execute("PRAGMA database_list").fetchall()[0][1] == "main"
+        assert len(db.conn.execute("PRAGMA database_list").fetchall()) <= 2  # main, temp
+        assert db.conn.execute("SELECT name FROM temp.sqlite_master").fetchall() == []
+        db.conn.close()
+        dumps.append(dump(tmp_path / f"{rows}.db"))
+    assert dumps[1] == dumps[0]
+    assert written == [list(gaps.columns)]  # the steps' floats and the streams' NA are bound
+    assert [r[8:] for r in dumps[1]["gaps"]] == [
+        ("integer", 1, "text", "sync", "text", "a"), ("integer", 0, "null", None, "null", None),
+        ("integer", 1, "text", "host", "text", "b"), ("integer", 1, "text", "sync", "text", "é")]
+    assert [r[7] for r in dumps[1]["gaps"]] == [5, -(2**63), 2**63 - 1, 0]
 
 
 def test_report_plot_errors_from_the_drawing_child_are_one_line(tmp_path):

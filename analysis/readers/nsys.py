@@ -260,6 +260,7 @@ def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
         return np.where(found, calls[name][launch] if len(calls[name]) else -1, -1)
 
     device_stream = raw["device_stream"]
+    # copy=False: the columns as they are, not stacked into one block (0.15 s a million ops).
     return pd.DataFrame({
         "start": raw["start"],
         "end": raw["end"],
@@ -271,7 +272,7 @@ def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
         "call_start": call_column("start"),
         "call_end": call_column("end"),
         "tid": call_column("tid"),
-    })
+    }, copy=False)
 
 
 def call_name_ids(strings: dict, names: frozenset) -> dict:
