@@ -10,9 +10,10 @@
 #   aa-static   bench --processes 5 of static alone at batch 8: the A/A noise floor
 #   aa-fused    the same for fused
 #   results     only rebuild results.md and the archive (not part of the default run)
-# After every stage DIR/results.md is rebuilt from all the metrics runs so far: ms/step untraced
-# and under the metrics capture, the floor and the share of it reached, SMs active, DRAM read,
-# GR active; and DIR/hardware-view.tgz packs everything but the .nsys-rep files (a few MB).
+# After every stage DIR/results.md and DIR/hardware-view.png are rebuilt from all the runs so far
+# by `gapscope compare DIR/runs --format md --hardware-plot` (its hardware table: untraced
+# ms/step, the floor and the share of it reached, SMs active, DRAM read, GR active; METRICS.md),
+# and DIR/hardware-view.tgz packs everything but the .nsys-rep files (a few MB).
 #
 # DIR is $HARDWARE_VIEW_DIR, else traces/hardware-view. Progress goes to stderr, one line a step.
 # Exit status: 0 done; 2 an unknown stage; the failing command's status otherwise.
@@ -55,43 +56,11 @@ aa() {  # VARIANT: bench --processes 5 of it alone at batch 8
     --json "$dir/aa-$1.json" | tee "$dir/aa-$1.txt"
 }
 
-results() {  # rebuilds DIR/results.md from the metrics runs' run.json and summary.json
-  "$PY" - "$dir" <<'PY'
-import json, sys
-from pathlib import Path
-
-root = Path(sys.argv[1])
-head = ("| variant | batch | dtype | ms/step untraced | ms/step (metrics capture) | floor ms | "
-        "% of floor | SMs active | DRAM read % | DRAM read GB/s | GR active |")
-lines = [head, "|" + " --- |" * 11]
-for run in sorted((root / "runs").glob("*/summary.json")):
-    info = json.loads((run.parent / "run.json").read_text())
-    s = json.loads(run.read_text())["summary"]
-    m, f, c = s.get("gpu_metrics") or {}, s.get("floor") or {}, info["config"]
-    # The twin's GPU period over the window's steps where there is one (the floor's steps),
-    # else bench's ms/step over all the steps.
-    twin = s.get("untraced") or {}
-    untraced = (twin["period_ns_median"] / 1e6 if twin.get("period_ns_median")
-                else (info.get("untraced") or {}).get("ms_per_step_median"))
-    reached = f.get("floor_pct_of_untraced_period") or f.get("floor_pct_of_untraced")
-    def num(v, fmt):
-        return "n/a" if v is None else format(v, fmt)
-    floor_ms = None if f.get("floor_ns_per_step") is None else f["floor_ns_per_step"] / 1e6
-    lines.append(" | ".join([
-        f"| {c['variant']}", str(c["batch"]), c["dtype"], num(untraced, ".3f"),
-        num(info["timing"]["ms_per_step"], ".3f"), num(floor_ms, ".3f"),
-        num(reached, ".1f") + "%", num(m.get("sm_active_pct"), ".1f") + "%",
-        num(m.get("dram_read_pct"), ".1f") + "%", num(m.get("dram_read_gbps"), ".0f"),
-        num(m.get("gr_active_pct"), ".1f") + "% |"]))
-notes = ["", "ms/step untraced: the untraced twin's median GPU period over the window's steps "
-         "(untraced_steps.json; bench's median where a run has no twin); floor: the window's "
-         "bytes per step (run.json floor, harness/floor.py) over bench's copy rate; % of floor: "
-         "the median over the steps of floor / untraced period; SMs active, DRAM read, GR "
-         "active: time-weighted over the NVTX steps of the metrics capture (summary.json "
-         "gpu_metrics)."]
-(root / "results.md").write_text("\n".join(lines + notes) + "\n")
-print("\n".join(lines))
-PY
+results() {  # DIR/results.md and DIR/hardware-view.png from the runs so far: gapscope compare
+  compgen -G "$dir/runs/*/capture.sqlite" >/dev/null || { note "hardware-view: no runs yet"; return 0; }
+  "$PY" -m analysis.cli compare "$dir/runs" --format md --hardware-plot "$dir/hardware-view.png" \
+    >"$dir/results.md"
+  cat "$dir/results.md"
 }
 
 for s in "${stages[@]}"; do
@@ -104,7 +73,7 @@ for s in "${stages[@]}"; do
       rm -rf "$dir/fused-metrics"
       mkdir -p "$dir/fused-metrics"
       cp "$made"/{capture.sqlite,run.json,untraced.json} "$dir/fused-metrics/"
-      rm -f "$made/summary.json"  # 4 steps: not a row of the results table
+      rm -rf "$made"  # 4 steps: not a row of the results table
       ;;
     graphed) sweep graphed ;;
     fused) sweep fused ;;
@@ -113,7 +82,7 @@ for s in "${stages[@]}"; do
     aa-fused) aa fused ;;
     results) ;;
   esac
-  results >"$dir/results.txt"
+  results >/dev/null
   tar -czf "$dir.tgz.tmp" -C "$dir" --exclude='*.nsys-rep' --exclude='*.tgz' .
   mv "$dir.tgz.tmp" "$dir/hardware-view.tgz"
   note "hardware-view: stage $s done; $dir/results.md and $dir/hardware-view.tgz updated"

@@ -749,35 +749,19 @@ def test_a_graph_trace_level_other_than_node_or_graph_is_a_usage_error(tmp_path)
 
 
 def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
-    run = tmp_path / "hv" / "runs" / "20261201T000000Z-graphed-b8"
+    # The real metrics capture (fused, batch 32, no CUDA trace, no untraced run) as a run.
+    run = tmp_path / "hv" / "runs" / "20261201T000000Z-fused-b32"
     run.mkdir(parents=True)
-    (run / "run.json").write_text(json.dumps({
-        "config": {"variant": "graphed", "batch": 8, "dtype": "fp32"},
-        "timing": {"ms_per_step": 1.3}, "untraced": {"ms_per_step_median": 1.2}}))
-    (run / "summary.json").write_text(json.dumps({"summary": {
-        "gpu_metrics": {"sm_active_pct": 36.5, "dram_read_pct": 12.9, "dram_read_gbps": 619,
-                        "gr_active_pct": 98.8},
-        "floor": {"floor_ns_per_step": 300000, "floor_pct_of_untraced": 25.0}}}))
-    # A run with a twin: its window's untraced period (1.25 ms) and the floor against it.
-    twin = tmp_path / "hv" / "runs" / "20261201T000100Z-fused-b8"
-    twin.mkdir()
-    (twin / "run.json").write_text(json.dumps({
-        "config": {"variant": "fused", "batch": 8, "dtype": "bf16"},
-        "timing": {"ms_per_step": 1.3}, "untraced": {"ms_per_step_median": 1.2}}))
-    (twin / "summary.json").write_text(json.dumps({"summary": {
-        "gpu_metrics": {"sm_active_pct": 36.5, "dram_read_pct": 12.9, "dram_read_gbps": 619,
-                        "gr_active_pct": 98.8},
-        "untraced": {"period_ns_median": 1250000},
-        "floor": {"floor_ns_per_step": 300000, "floor_pct_of_untraced": 25.0,
-                  "floor_pct_of_untraced_period": 24.0}}}))
+    for name in ("capture.sqlite", "run.json"):
+        shutil.copy(ROOT / "tests" / "data" / "runs" / "fused-metrics" / name, run / name)
     env = make_env(tmp_path, HARDWARE_VIEW_DIR=str(tmp_path / "hv"))
     result = run_script("hardware-view.sh", env, "results", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     rows = (tmp_path / "hv" / "results.md").read_text().splitlines()
-    assert rows[2] == ("| graphed | 8 | fp32 | 1.200 | 1.300 | 0.300 | 25.0% | 36.5% | 12.9% | "
-                       "619 | 98.8% |")
-    assert rows[3] == ("| fused | 8 | bf16 | 1.250 | 1.300 | 0.300 | 24.0% | 36.5% | 12.9% | "
-                       "619 | 98.8% |")
+    assert rows[0].startswith("| run | steps | untraced ms | vs first | floor ms | % floor |")
+    assert rows[2] == ("| 20261201T000000Z-fused-b32 | 10 | – | – | – | – | 55.4 | 17.9 | 860 | "
+                       "96.0 | 7.2 |")  # no untraced run: no floor, no untraced figure
+    assert (tmp_path / "hv" / "hardware-view.png").stat().st_size > 10_000
     assert (tmp_path / "hv" / "hardware-view.tgz").stat().st_size > 0
     bad = run_script("hardware-view.sh", env, "everything", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown stage 'everything'" in bad.stderr
