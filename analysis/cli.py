@@ -259,30 +259,39 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
         table = compare_mod.compare(labels, firsts, runs)
         spread = compare_mod.between_runs(firsts, runs)
     if fmt == "json":
-        out = [] if table is None else report_mod.records(table)
-        if spread is not None or hardware is not None:
-            out = {"runs": out}
-        if spread is not None:
-            out["between_runs"] = report_mod.records(spread)
-        if hardware is not None:
-            out["hardware"] = report_mod.records(hardware)
-        click.echo(json.dumps(out, indent=1))
-        return
-    texts = []
-    if table is None:
-        pass
-    elif fmt == "md":
-        texts.append(compare_mod.to_markdown(table).rstrip("\n"))
-    elif len(table) >= compare_mod.ROWS_FROM and not wide:
-        texts.append(compare_mod.to_text_rows(table))
+        click.echo(json.dumps(_compare_json(table, spread, hardware), indent=1))
     else:
+        click.echo(_compare_text(table, spread, hardware, fmt, wide))
+
+
+def _compare_json(table, spread, hardware):
+    """The runs' records; an object with `runs` and `between_runs`/`hardware` when either is."""
+    out = [] if table is None else report_mod.records(table)
+    if spread is None and hardware is None:
+        return out
+    out = {"runs": out}
+    if spread is not None:
+        out["between_runs"] = report_mod.records(spread)
+    if hardware is not None:
+        out["hardware"] = report_mod.records(hardware)
+    return out
+
+
+def _compare_text(table, spread, hardware, fmt: str, wide: bool) -> str:
+    """The tables there are, text or Markdown, a blank line between them."""
+    texts = []
+    if table is not None and fmt == "md":
+        texts.append(compare_mod.to_markdown(table).rstrip("\n"))
+    elif table is not None and len(table) >= compare_mod.ROWS_FROM and not wide:
+        texts.append(compare_mod.to_text_rows(table))
+    elif table is not None:
         texts.append(compare_mod.to_text(table, width=None if wide else compare_mod.TEXT_WIDTH))
     if spread is not None:
         texts.append(compare_mod.between_runs_text(spread))
     if hardware is not None:
         texts.append((hardware_mod.to_markdown if fmt == "md" else hardware_mod.to_text)(
             hardware).rstrip("\n"))
-    click.echo("\n\n".join(texts))
+    return "\n\n".join(texts)
 
 
 def _stored(db_path, where) -> tuple:

@@ -73,8 +73,8 @@ def flatten(value, prefix: str = "") -> dict:
 
 # Summary keys that run.json has too, with other contents: the summary's go under a prefix of
 # their own (`untraced` is the twin's figures, run.json's the bench's; `gpu_metrics` is the
-# capture's, run.json's how it was sampled).
-SUMMARY_PREFIXES = {"untraced": "twin", "gpu_metrics": "metrics"}
+# capture's, run.json's how it was sampled; `floor` is the floor reached, run.json's the bytes).
+SUMMARY_PREFIXES = {"untraced": "twin", "gpu_metrics": "metrics", "floor": "bandwidth"}
 
 
 def run_row(run, label: str, digest: str, a) -> dict:
@@ -305,9 +305,13 @@ class StoredAnalysis:
         self.summary["idle_ns_by_cause"] = {
             k.removeprefix("idle_ns_by_cause_"): v for k, v in row.items()
             if k.startswith("idle_ns_by_cause_")}
-        twin = {k.removeprefix("twin_"): v for k, v in row.items() if k.startswith("twin_")}
-        if twin.get("period_ns_median") is not None:
-            self.summary["untraced"] = twin  # the untraced twin, as compare reads it
+        # The summary's own sections (SUMMARY_PREFIXES), as compare reads them; absent where
+        # the run had none (their columns NULL).
+        for key, prefix in SUMMARY_PREFIXES.items():
+            part = {k.removeprefix(prefix + "_"): v for k, v in row.items()
+                    if k.startswith(prefix + "_")}
+            if any(v is not None for v in part.values()):
+                self.summary[key] = part
         self.steps = steps
 
 

@@ -31,17 +31,8 @@ NOTE = ("untraced ms: the untraced twin's median GPU period over the captured st
         "over the steps.")
 
 
-def section(summary: dict, key: str, prefix: str) -> dict | None:
-    """summary[key], or from a database's runs row (compare --db: flattened, `prefix`_*)."""
-    value = summary.get(key)
-    if isinstance(value, dict):
-        return value
-    found = {k.removeprefix(prefix): v for k, v in summary.items() if k.startswith(prefix)}
-    return found if any(v is not None for v in found.values()) else None
-
-
 def has_metrics(analyses: list) -> bool:
-    return any(section(a.summary, "gpu_metrics", "metrics_") for a in analyses)
+    return any(a.summary.get("gpu_metrics") for a in analyses)
 
 
 def is_traced(a) -> bool:
@@ -65,11 +56,11 @@ def hardware_table(labels: list, analyses: list, runs: list) -> pd.DataFrame:
     """One row per run with GPU metrics (the others are left out)."""
     rows = []
     for label, a, run in zip(labels, analyses, runs, strict=True):
-        m = section(a.summary, "gpu_metrics", "metrics_")
+        m = a.summary.get("gpu_metrics")
         if not m:
             continue
         twin = a.summary.get("untraced") or {}
-        floor = section(a.summary, "floor", "floor_") or {}
+        floor = a.summary.get("floor") or {}
         untraced = (twin["period_ns_median"] / 1e6 if twin.get("period_ns_median")
                     else run.untraced_ms_per_step())
         pct = floor.get("floor_pct_of_untraced_period") or floor.get("floor_pct_of_untraced")

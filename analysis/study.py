@@ -28,15 +28,15 @@ from analysis.study_benches import (
     finish_options_table,
     finish_table,
     ladder_table,
-    ms,
+    model_text,
     numbered,
     processes_tables,
     scale_table,
 )
+from analysis.study_captures import capture_rows, md_table
 from analysis.study_family import family_sections
 from analysis.study_plots import plot_bars, plot_batch, plot_idle, plot_kernels, plot_scale
-from analysis.summary import Options
-from analysis.sweep import analyse_all, run_dirs
+from analysis.sweep import run_dirs
 
 # GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
 MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
@@ -56,52 +56,10 @@ def captures(study: Path) -> dict:
     return found
 
 
-def md_table(df: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "| " + " | ".join("---" for _ in df.columns) + " |"
-    body = ["| " + " | ".join(map(str, row)) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
-
-
 def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:
     """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
     image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
     return [title, md_table(table), *image]
-
-
-def capture_rows(caps: dict) -> tuple:
-    """The summary of each capture's analysis, and the analyses themselves for the plots."""
-    rows, analyses = [], {}
-    done = analyse_all([str(d) for d in caps.values()], Options(), progress=len(caps) > 1)
-    for name, (run, _, (a, *_), strings) in zip(caps, done, strict=True):
-        analyses[name] = (a, run, strings)
-        s = a.summary
-        idle = s["idle_ns"] or 1
-        traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
-        rows.append(
-            {
-                "capture": name,
-                "traced ms/step": ms(traced) if traced else "–",
-                "untraced": ms(untraced) if untraced else "–",
-                "nsys overhead": f"{(traced / untraced - 1) * 100:+.0f}%"
-                if traced and untraced
-                else "–",
-                "GPU ops/step": f"{a.steps['op_records'].median():.0f}",
-                "launches/step": f"{a.steps['ops'].median():.0f}",
-                "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
-                "bubble median µs": f"{s['bubble_ns_median'] / 1e3:.1f}",
-                "bubble p90 µs": f"{s['bubble_ns_p90'] / 1e3:.1f}",
-                "idle sync / host / queued": " / ".join(
-                    f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
-                    for c in ("sync", "host", "queued")
-                ),
-                "sync idle share": f"{s['sync_idle_share'] * 100:.1f}%",
-                "check cover": "–"
-                if s["check_cover_median"] is None
-                else f"{s['check_cover_median']:.2f}",
-            }
-        )
-    return pd.DataFrame(rows), analyses
 
 
 def bytes_per_step(config: dict, model: dict | None = None) -> dict:
@@ -174,14 +132,8 @@ def repeats(study: Path) -> int:
 
 
 def model_description(study: Path) -> str:
-    """The model the study ran, from its ladder bench's model record (run.json's, harness/
-    model.py); GPT-2 124M for studies made before benches recorded it."""
-    model = json.loads((study / "bench-ladder.json").read_text()).get("model")
-    if not model or model.get("architecture") == "gpt2" and model.get("size") == "small":
-        return "GPT-2 124M"
-    return (f"{model['architecture']}:{model['size']} ({model['parameters'] / 1e6:.0f}M "
-            f"parameters, {model['layers']} layers of {model['hidden']}, {model['kv_heads']} "
-            f"of {model['heads']} heads for keys and values)")
+    """The model the study ran, from its ladder bench's model record."""
+    return model_text(json.loads((study / "bench-ladder.json").read_text()).get("model"))
 
 
 def environment(analyses: dict, b: dict) -> str:
@@ -223,7 +175,11 @@ def observer_sections(sweep_dir: Path, fig: Path) -> list:
     return parts
 
 
-PART_START, PART_END = "<!-- part: observer -->", "<!-- /part -->"
+def part_start(name: str) -> str:
+    return f"<!-- part: {name} -->"
+
+
+PART_START, PART_END = part_start("observer"), "<!-- /part -->"
 
 
 def part_body(part: str, study: Path, out: Path) -> list:
@@ -249,7 +205,7 @@ def write_part(study: Path, out: Path, part: str = "observer") -> Path:
     body = part_body(part, study, out)
     path = out / "RESULTS.md"
     text = path.read_text() if path.is_file() else ""
-    start = PART_START.replace("observer", part)
+    start = part_start(part)
     block = "\n\n".join([start, *body, PART_END])
     if start in text and PART_END in text.split(start, 1)[1]:
         head, rest = text.split(start, 1)

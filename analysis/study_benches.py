@@ -175,3 +175,13 @@ def processes_tables(study: Path) -> list:
         out.append((title, pd.DataFrame(rows)))
     return out
 
+
+
+def model_text(model: dict | None) -> str:
+    """A bench's model record (harness/model.py) in words; GPT-2 124M for benches made before
+    they recorded it."""
+    if not model or model.get("architecture") == "gpt2" and model.get("size") == "small":
+        return "GPT-2 124M"
+    return (f"{model['architecture']}:{model['size']} ({model['parameters'] / 1e6:.0f}M "
+            f"parameters, {model['layers']} layers of {model['hidden']}, {model['kv_heads']} "
+            f"of {model['heads']} heads for keys and values)")

@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.report import md_table
-from analysis.study_benches import LADDER, ms, read_bench
-from analysis.summary import Options
-from analysis.sweep import analyse_all
+from analysis.study_benches import LADDER, model_text, read_bench
+from analysis.study_captures import capture_rows, md_table
 
 CAPTURE = re.compile(r"Z-(?P<name>.+)-b(?P<batch>\d+)$")
 
@@ -72,50 +70,38 @@ def ladder_table(by_batch: dict) -> pd.DataFrame:
 
 
 def capture_table(study: Path) -> pd.DataFrame:
-    """Each capture against its untraced bench and twin: what nsys shows and what is real."""
-    caps = family_captures(study)
-    done = analyse_all([str(d) for _, _, d in caps], Options(), progress=len(caps) > 1)
-    rows = []
-    for (name, batch, _), (run, _, (a, *_), _) in zip(caps, done, strict=True):
-        s, twin = a.summary, a.summary.get("untraced") or {}
-        idle = s["idle_ns"] or 1
-        traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
-        rows.append({
-            "capture": name, "batch": batch,
-            "traced ms/step": ms(traced) if traced else "–",
-            "untraced ms/step": ms(untraced) if untraced else "–",
-            "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
-            "bubble µs traced": f"{s['bubble_ns_median'] / 1e3:.1f}",
-            "bubble µs untraced": (f"{twin['bubble_ns_median'] / 1e3:.1f}"
-                                   if twin.get("bubble_ns_median") is not None else "–"),
-            "idle sync / host / queued": " / ".join(
-                f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
-                for c in ("sync", "host", "queued")),
-            "sync idle share": f"{s['sync_idle_share'] * 100:.1f}%",
-        })
+    """Each capture (study_captures.capture_rows) with its batch and its twin's bubble: what
+    nsys shows beside what is real."""
+    found = family_captures(study)
+    if not found:
+        return pd.DataFrame()
+    rows, analyses = capture_rows({f"{name}-b{batch}": d for name, batch, d in found})
+    rows["capture"] = [name for name, _, _ in found]
+    rows.insert(1, "batch", [batch for _, batch, _ in found])
+    twins = [(a.summary.get("untraced") or {}).get("bubble_ns_median")
+             for a, _, _ in analyses.values()]
+    rows["bubble µs untraced"] = ["–" if b is None else f"{b / 1e3:.1f}" for b in twins]
     order = {v: i for i, v in enumerate(LADDER)}
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    return df.sort_values(["batch", "capture"], key=lambda c: c.map(order) if c.name == "capture"
-                          else c).reset_index(drop=True)
+    rows = rows.sort_values(["batch", "capture"], key=lambda c: c.map(order)
+                            if c.name == "capture" else c).reset_index(drop=True)
+    rows = rows.rename(columns={"untraced": "untraced ms/step",
+                                "bubble median µs": "bubble µs traced"})
+    return rows[["capture", "batch", "traced ms/step", "untraced ms/step", "GPU busy",
+                 "bubble µs traced", "bubble µs untraced", "idle sync / host / queued",
+                 "sync idle share"]]
 
 
 def model_line(study: Path) -> str:
-    """The family and shape from the first bench's model record."""
+    """The model (study_benches.model_text) and the ladder's settings, from the first bench."""
     path = next(iter(sorted(study.glob("bench-ladder-b*.json"))), None)
     if path is None:
         return ""
     data = json.loads(path.read_text())
-    m, c = data.get("model") or {}, data["config"]
-    if not m:
-        return f"`--model {c['model']}`"
-    kv = f", {m['heads']} heads over {m['kv_heads']} KV heads" if m.get("kv_heads") else ""
-    tied = "tied" if m.get("tied_embeddings") else "untied"
-    return (f"`--model {c['model']}`: {m['class']}, {m['parameters'] / 1e6:.1f}M parameters, "
-            f"{m['layers']} layers {m['hidden']} wide{kv}, vocabulary {m['vocab']}, {tied} "
-            f"embeddings, {m['weights']} weights; {c['dtype']} with matmul precision "
-            f"\"{c['matmul_precision']}\", {c['new_tokens']} new tokens, {c['repeats']} repeats")
+    c = data["config"]
+    return (f"`--model {c['model']}`: {model_text(data.get('model'))}, "
+            f"{(data.get('model') or {}).get('weights', 'random')} weights; {c['dtype']} with "
+            f"matmul precision \"{c['matmul_precision']}\", {c['new_tokens']} new tokens, "
+            f"{c['repeats']} repeats")
 
 
 def family_sections(study: Path, fig: Path | None = None) -> list:
@@ -124,7 +110,8 @@ def family_sections(study: Path, fig: Path | None = None) -> list:
     if not by_batch:
         return []
     parts = [f"## The ladder on another family ({study.name})", model_line(study) + "."]
-    parts += ["### Untraced (harness bench, one process per batch)", _md(ladder_table(by_batch)),
+    parts += ["### Untraced (harness bench, one process per batch)",
+              md_table(ladder_table(by_batch)),
               "† benched in a process of its own (its capture's untraced run), not beside the "
               "others: compare it with them only across the between-process spread."]
     if fig is not None:
@@ -137,9 +124,6 @@ def family_sections(study: Path, fig: Path | None = None) -> list:
     caps = capture_table(study)
     if not caps.empty:
         parts += ["### Captured (scripts/profile.sh, node-level; untraced = its bench and twin)",
-                  _md(caps)]
+                  md_table(caps)]
     return parts
 
-
-def _md(df: pd.DataFrame) -> str:
-    return md_table(list(df.columns), [tuple(r) for r in df.itertuples(index=False)])

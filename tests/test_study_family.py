@@ -48,7 +48,9 @@ def test_the_family_part_of_the_real_llama_run(tmp_path):
     assert result.exit_code == 0, result.output
     text = (tmp_path / "RESULTS.md").read_text()
     assert text.index("<!-- part: family -->") < text.index("## 1. The ladder")
-    assert "124.7M parameters, 12 layers 768 wide, 12 heads over 4 KV heads" in text
+    assert ("`--model llama`: llama:small (125M parameters, 12 layers of 768, 4 of 12 heads for "
+            "keys and values), random weights; fp32 with matmul precision \"high\", 100 new "
+            "tokens, 3 repeats." in text)
     # Untraced: the ladder's process at batch 32, pipelined+compile from its capture's bench.
     assert ("| compiled | 3.555 | 3.54–3.59 | 4.16x | yes | 4.821 | 4.50–5.80 | 2.83x | yes |"
             in text)
