@@ -76,9 +76,22 @@ def split_gaps(gaps: dict, blocking: pd.DataFrame) -> dict:
     }
 
 
-def gaps_by_step(gaps: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
+def gaps_by_step(gaps: dict, steps: pd.DataFrame, thread_of: dict | None = None) -> np.ndarray:
     """Position in `steps` of the step whose period holds each gap. A gap never straddles a
-    step's gpu_end (an op ends there), so the periods split the gaps without cutting any."""
+    step's gpu_end (an op ends there), so the periods split the gaps without cutting any.
+    Where several threads have steps (`thread_of`: tid -> the steps' `thread` label), a gap
+    goes to a step of the thread that launched the op ending it, by that thread's periods (the
+    last step's where it ends after them); a gap launched from no step's thread, by all steps."""
     ends = steps["gpu_end"].to_numpy(dtype=np.float64, na_value=-np.inf)
     boundary = np.maximum.accumulate(ends)
-    return np.searchsorted(boundary, gaps["end_ns"], side="left")
+    position = np.searchsorted(boundary, gaps["end_ns"], side="left")
+    thread = steps["thread"].to_numpy() if "thread" in steps.columns else None
+    if thread is None or len(set(thread)) < 2 or not thread_of:
+        return position
+    gap_thread = pd.Series(gaps["tid"]).map(thread_of).to_numpy()
+    for label in pd.unique(thread):
+        rows = np.flatnonzero(thread == label)
+        mine = np.flatnonzero(gap_thread == label)
+        j = np.searchsorted(np.maximum.accumulate(ends[rows]), gaps["end_ns"][mine], side="left")
+        position[mine] = rows[np.minimum(j, len(rows) - 1)]
+    return position

@@ -1,4 +1,5 @@
-"""Steps: NVTX ranges matched by a pattern, the GPU ops each one launched, the per-step table.
+"""Steps: NVTX ranges matched by a pattern (or inferred from the trace, analysis/infer.py), the
+GPU ops each one launched, the per-step table.
 
 An op belongs to a step when its launch call (same correlationId, same process) lies inside the
 step's range on the step's thread: nsys's `nvtx_gpu_proj_trace` projection.
@@ -6,6 +7,10 @@ step's range on the step's thread: nsys's `nvtx_gpu_proj_trace` projection.
     thread  |--------------- Step 7 ---------------|
     host        [launch A]   [launch B]      [sync........]
     device            |A|        |B|          gpu_start..gpu_end = A.start..B.end
+
+Each thread's steps are one sequence of their own (two threads decoding side by side share step
+numbers and overlap in time): periods, bubbles and overlaps link a step to its own thread's
+earlier steps.
 """
 
 import re
@@ -14,12 +19,20 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceError
+from analysis.infer import infer_steps
 from analysis.intervals import Coverage, union_ns_by_group
 
 DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
 DEFAULT_CHECK_PATTERN = r"^Check Stop Condition$"
 # torch.profiler's prof.step() marks its steps so: read when the default pattern matches nothing.
 PROFILER_STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+# `--steps infer`: the steps from the trace itself, whatever ranges it has.
+INFER = "infer"
+# nsys's Python function tracing names a range by the function's qualified name,
+# `transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel.forward`: dotted identifiers.
+FUNCTION_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_<>][\w<>]*)+$")
+# A thread's number in its globalTid (pid << 24 | tid, plus a tag above): the OS thread id.
+TID_MASK = (1 << 24) - 1
 
 
 def compile_pattern(pattern: str, option: str) -> re.Pattern:
@@ -31,31 +44,92 @@ def compile_pattern(pattern: str, option: str) -> re.Pattern:
 
 def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
     """Ranges whose name matches, sorted by start, with `index` from the pattern's first group
-    (when it is a number) or their position."""
+    (when it is a number) or their position among their thread's matches."""
     matches = [pattern.search(name) for name in ranges["name"]]
     hit = np.array([m is not None for m in matches], dtype=bool)
     out = ranges[hit].copy()
     groups = [m for m in matches if m is not None]
     numbers = [m.group(1) if m.re.groups else None for m in groups]
-    out["index"] = [
-        int(n) if n is not None and n.isdigit() else i for i, n in enumerate(numbers)
-    ]
-    return out.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+    out["index"] = [int(n) if n is not None and n.isdigit() else -1 for n in numbers]
+    out = out.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+    unnumbered = out["index"].to_numpy() < 0
+    if unnumbered.any():
+        position = out.groupby("tid", sort=False).cumcount().to_numpy()
+        out["index"] = np.where(unnumbered, position, out["index"].to_numpy())
+    return out
 
 
-def find_steps(ranges: pd.DataFrame, pattern: str) -> pd.DataFrame:
-    """The step ranges; with the default pattern and no `Step N` range, prof.step()'s
-    `ProfilerStep#N` ranges instead."""
+def is_function_trace(steps: pd.DataFrame) -> bool:
+    """Ranges of nsys's Python function tracing (`--python-functions-trace`): every name a
+    dotted qualified name."""
+    return len(steps) > 0 and all(FUNCTION_NAME.match(n) for n in steps["name"])
+
+
+def match_steps(ranges: pd.DataFrame, pattern: str) -> tuple:
+    """(the step ranges, where they came from: "nvtx", "function" or "profiler_step"); with the
+    default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N` ranges instead.
+    Function-trace ranges are numbered 1, 2, ... by their order within their thread (their
+    names carry no number). Empty where nothing matches."""
     steps = match_ranges(ranges, compile_pattern(pattern, "--steps"))
+    source = "nvtx"
     if steps.empty and pattern == DEFAULT_STEP_PATTERN:
-        steps = match_ranges(ranges, re.compile(PROFILER_STEP_PATTERN))
-    if steps.empty:
-        seen = sorted(set(ranges["name"]))[:5]
-        raise TraceError(
-            f"no NVTX range matches the step pattern '{pattern}' (ranges seen: {seen}); "
-            "pass --steps REGEX"
-        )
-    return steps
+        steps, source = match_ranges(ranges, re.compile(PROFILER_STEP_PATTERN)), "profiler_step"
+    if is_function_trace(steps):
+        steps["index"] = steps.groupby("tid", sort=False).cumcount().to_numpy() + 1
+        source = "function"
+    return steps, source
+
+
+def no_steps_error(ranges: pd.DataFrame, pattern: str) -> TraceError:
+    seen = sorted(set(ranges["name"]))[:5]
+    return TraceError(
+        f"no NVTX range matches the step pattern '{pattern}' (ranges seen: {seen}); "
+        "pass --steps REGEX"
+    )
+
+
+def thread_labels(tids, names: dict) -> dict:
+    """tid -> the name shown for the thread: the name the capture recorded, else the OS thread
+    id; where threads share a name (every Python thread is `python3` to the OS), the name and
+    the id, `python3 (4242)`."""
+    tids = sorted({int(t) for t in tids})
+    named = {t: names.get(t) for t in tids}
+    counts = pd.Series([n for n in named.values() if n is not None], dtype=object).value_counts()
+    out = {}
+    for t in tids:
+        os_tid = str(t & TID_MASK) if t >= 0 else "unknown"
+        name = named[t]
+        out[t] = os_tid if name is None else name if counts[name] == 1 else f"{name} ({os_tid})"
+    return out
+
+
+def with_threads(steps: pd.DataFrame, names: dict) -> pd.DataFrame:
+    """The steps with `thread`, the label of the thread that opened each range."""
+    labels = thread_labels(steps["tid"], names)
+    return steps.assign(thread=steps["tid"].map(labels).astype(object))
+
+
+def step_ranges(trace, pattern: str) -> tuple:
+    """(the step ranges, each with its thread's label, and where they came from:
+    {"steps_from", "steps_inferred_by"}). Ranges matching the pattern (match_steps); with the
+    default pattern and none, or with `--steps infer`, steps inferred from the trace."""
+    if pattern != INFER:
+        steps, source = match_steps(trace.ranges, pattern)
+        if not steps.empty:
+            return (with_threads(steps, trace.thread_names),
+                    {"steps_from": source, "steps_inferred_by": None})
+        if pattern != DEFAULT_STEP_PATTERN or trace.ops.empty:
+            raise no_steps_error(trace.ranges, pattern)
+    if trace.ops.empty:
+        raise TraceError(f"{trace.path}: --steps infer needs a CUDA trace to infer the steps from")
+    steps, how = infer_steps(trace)
+    steps = with_threads(steps, trace.thread_names)
+    labels = dict(zip(steps["tid"], steps["thread"], strict=True))
+    if len(how) == 1:
+        by = next(iter(how.values()))
+    else:
+        by = "; ".join(f"thread {labels[t]}: {text}" for t, text in how.items())
+    return steps, {"steps_from": "inferred", "steps_inferred_by": by}
 
 
 def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
@@ -79,13 +153,14 @@ def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
 
 
 def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    """The host side of the per-step table: step, name, cpu_start, cpu_end, cpu_ns."""
+    """The host side of the per-step table: step, name, cpu_start, cpu_end, cpu_ns, thread."""
     return pd.DataFrame({
         "step": steps["index"].to_numpy(),
         "name": steps["name"].to_numpy(),
         "cpu_start": steps["start"].to_numpy(),
         "cpu_end": steps["end"].to_numpy(),
         "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
+        "thread": steps["thread"].to_numpy(),
     })
 
 
@@ -113,19 +188,27 @@ def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) ->
 
 
 def _link_previous(table: pd.DataFrame, has: np.ndarray, device_busy: Coverage) -> None:
-    """bubble_ns, overlap_ns, period_ns against the previous step that ran on this device."""
+    """bubble_ns, overlap_ns, period_ns against the earlier steps of the same thread that ran on
+    this device: `reach`, the latest gpu_end among them."""
     gpu_start = table["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan)
-    gpu_end = table["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan)
-    prev_end = pd.Series(gpu_end).ffill().shift(1).to_numpy()
+    gpu_end = pd.Series(table["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan))
+    thread = table["thread"].to_numpy()
+    by_thread = gpu_end.groupby(thread, sort=False)
+    reach = by_thread.cummax().groupby(thread, sort=False).ffill()
+    prev_end = reach.groupby(thread, sort=False).shift(1).to_numpy()
     linked = has & ~np.isnan(prev_end)
     lo = np.where(linked, prev_end, 0).astype(np.int64)
     hi = np.where(linked, gpu_start, 0).astype(np.int64)
     gap = np.maximum(hi - lo, 0)
     bubble = gap - device_busy.covered(lo, hi)
     overlap = np.maximum(lo - hi, 0)
-    window_start = np.nanmin(gpu_start)
-    # The first step's period runs from the window's start, so the periods add up to the window.
-    period = np.where(linked, gpu_end - prev_end, gpu_end - window_start)
+    # Each thread's first step's period runs from the thread's first gpu_start, so a thread's
+    # periods add up to its span (to the window, where there is one thread).
+    window_start = pd.Series(gpu_start).groupby(thread, sort=False).transform("min").to_numpy()
+    period = np.where(linked, np.fmax(gpu_end.to_numpy(), prev_end) - prev_end,
+                      gpu_end.to_numpy() - window_start)
+    if (period[has] < 0).any():
+        raise AssertionError("gapscope bug: a negative step period")
     table["bubble_ns"] = _nullable(bubble, linked)
     table["overlap_ns"] = _nullable(overlap, linked)
     table["period_ns"] = _nullable(period, has)

@@ -14,9 +14,9 @@ from analysis.steps import (
     DEFAULT_STEP_PATTERN,
     assign_steps,
     compile_pattern,
-    find_steps,
     host_steps,
     match_ranges,
+    step_ranges,
     step_table,
 )
 from analysis.streams import check_cover, stream_table, window_busy_ns
@@ -59,7 +59,7 @@ def p90(values) -> float | None:
 
 def analyze(trace: Trace, options: Options = Options()) -> list:
     """One DeviceAnalysis per device that ran ops of the steps (or the one asked for)."""
-    steps = find_steps(trace.ranges, options.step_pattern)
+    steps, origin = step_ranges(trace, options.step_pattern)
     checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
     ops = trace.ops.assign(step=assign_steps(trace.ops, steps))
     devices = sorted(int(d) for d in ops.loc[ops["step"] >= 0, "device"].unique())
@@ -73,7 +73,7 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
             raise TraceError(f"--device {options.device}: the steps ran on devices {devices}")
         devices = [options.device]
     return [
-        analyze_device(d, _device_ops(ops, d), steps, checks, trace)
+        analyze_device(d, _device_ops(ops, d), steps, checks, trace, origin)
         for d in devices
     ]
 
@@ -84,19 +84,19 @@ def _device_ops(ops: pd.DataFrame, device: int) -> pd.DataFrame:
 
 
 def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: pd.DataFrame,
-                   trace: Trace) -> DeviceAnalysis:
+                   trace: Trace, origin: dict | None = None) -> DeviceAnalysis:
     busy = Coverage(ops["start"].to_numpy(), ops["end"].to_numpy())
     table = step_table(steps, ops, busy)
     table = table[table["op_records"] > 0].reset_index(drop=True)
     window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
     gaps = split_gaps(find_gaps(ops, window), trace.blocking)
-    position = gaps_by_step(gaps, table)
+    position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
     _add_idle_by_step(table, gaps, position)
     gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
-                        cover, ops)
+                        cover, ops, origin or {"steps_from": "nvtx", "steps_inferred_by": None})
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
     summary["gpu_metrics"] = add_step_metrics(
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
@@ -152,7 +152,7 @@ def _check(ok: bool, what: str) -> None:
 
 
 def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tuple, busy_ns: int,
-              concurrent: int, cover: pd.DataFrame, ops: pd.DataFrame) -> dict:
+              concurrent: int, cover: pd.DataFrame, ops: pd.DataFrame, origin: dict) -> dict:
     window_ns = window[1] - window[0]
     idle_ns = window_ns - busy_ns
     codes = gaps["cause"].cat.codes.to_numpy()
@@ -163,9 +163,13 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
     _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")
     _check(sum(ledger.values()) == idle_ns, "the idle ledger does not add up to the idle time")
     _check(bool((gaps[list(LEDGER)].to_numpy() >= 0).all()), "a negative ledger part")
+    _check(not (table["period_ns"].dropna() < 0).any(), "a negative step period")
     return {
         "device": device,
         "steps": len(table),
+        "steps_from": origin["steps_from"],
+        "steps_inferred_by": origin["steps_inferred_by"],
+        "threads": int(table["thread"].nunique()),
         "window_ns": window_ns,
         "busy_ns": busy_ns,
         "idle_ns": idle_ns,
@@ -212,7 +216,7 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
     """One MetricsAnalysis per device that sampled metrics (or the one asked for). A step is its
     NVTX range on the host clock: nsys samples on the same clock, and without a CUDA trace the
     GPU span of a step is unknown, so the metrics of a step include its launch latency."""
-    steps = find_steps(trace.ranges, options.step_pattern)
+    steps, origin = step_ranges(trace, options.step_pattern)
     devices = sorted(int(d) for d in trace.gpu_metrics["device"].unique())
     if options.device is not None:
         if options.device not in devices:
@@ -234,6 +238,8 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
             "device": device,
             "cuda_trace": False,
             "steps": len(table),
+            "steps_from": origin["steps_from"],
+            "threads": int(table["thread"].nunique()),
             "window_ns": window[1] - window[0],
             "step_cpu_ns_median": median(table["cpu_ns"]),
             "gpu_metrics": metrics,

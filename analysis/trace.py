@@ -73,7 +73,9 @@ class Trace:
     empty when the capture sampled none. `graph_launches`: the graph launch calls
     (GRAPH_LAUNCH_CALLS), start, end, tid, corr: an op one of them launched that is not a GRAPH
     op is a graph node recorded on its own (empty where the reader cannot tell). `dram_peaks`:
-    device -> (peak DRAM bytes/s or None, its source), for the devices that have metrics."""
+    device -> (peak DRAM bytes/s or None, its source), for the devices that have metrics.
+    `thread_names`: thread (a `tid` as above) -> the name the capture recorded for it (the OS
+    thread's name), for the threads that have one."""
 
     path: Path
     schema_version: str
@@ -85,3 +87,4 @@ class Trace:
     gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
     graph_launches: pd.DataFrame = field(default_factory=empty_calls)
     dram_peaks: dict = field(default_factory=dict)
+    thread_names: dict = field(default_factory=dict)

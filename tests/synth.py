@@ -57,6 +57,7 @@ SCHEMA = {
                                "metricName TEXT NOT NULL",
     "TARGET_INFO_GPU": "id INTEGER NOT NULL, name TEXT, memoryBandwidth INTEGER",
     "TARGET_INFO_SESSION_START_TIME": "utcEpochNs INTEGER, utcTime TEXT, localTime TEXT",
+    "ThreadNames": "nameId INTEGER NOT NULL, priority INTEGER, globalTid INTEGER",
 }
 # A metric-set typeId as nsys writes them: the GPU in the low byte, the set and chip above it.
 METRIC_TYPE_ID = 0x10A00
@@ -79,6 +80,10 @@ class Synth:
     metric_names: dict = field(default_factory=dict)
     gpus: list = field(default_factory=list)
     session_start_ns: int | None = None  # the capture's start on the UTC clock
+    threads: list = field(default_factory=list)  # ThreadNames rows
+
+    def thread_name(self, name: str, tid: int = TID, pid: int = PID) -> None:
+        self.threads.append((self.string(name), 20, global_tid(pid, tid)))
 
     def string(self, value: str) -> int:
         return self.strings.setdefault(value, len(self.strings) + 1)
@@ -135,6 +140,8 @@ class Synth:
                 (t, 0, "GH100", m, name) for (t, name), m in self.metric_names.items()]
         if self.gpus:
             rows["TARGET_INFO_GPU"] = self.gpus
+        if self.threads:
+            rows["ThreadNames"] = self.threads
         if self.session_start_ns is not None:
             rows["TARGET_INFO_SESSION_START_TIME"] = [(self.session_start_ns, "", "")]
         rows.update({OP_TABLE[k]: v for k, v in self.ops.items()

@@ -17,6 +17,7 @@ strings they are written as and turned into ns exactly. The file is only read.
 import gzip
 import itertools
 import json
+import re
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
@@ -37,6 +38,7 @@ CALL_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
 # the same names drawn again on the GPU's rows, over the kernels they hold.
 RANGE_CATEGORIES = frozenset({"user_annotation"})
 FLOW_CATEGORY = "ac2g"
+KINETO_THREAD_NAME = re.compile(r"^thread \d+ \((.*)\)$")
 
 # A thread is (pid << 24) | tid, as nsys's globalTid: Linux ids stay below 2**22.
 TID_BITS = 24
@@ -102,9 +104,16 @@ def _columns(rows: list, names: list) -> dict:
     return {n: data[:, i] for i, n in enumerate(names)}
 
 
+def thread_name(name) -> str:
+    """Kineto's `thread 1051 (python3)` as the OS thread's name (`python3`), as nsys records it."""
+    m = KINETO_THREAD_NAME.match(str(name))
+    return m.group(1) if m else str(name)
+
+
 def collect(events: list) -> tuple:
-    """One pass over the events: GPU ops, API calls, ranges and ac2g flow ends, as rows."""
-    ops, op_names, calls, call_names, ranges, flows = [], [], [], [], [], {}
+    """One pass over the events: GPU ops, API calls, ranges, ac2g flow ends, as rows, and the
+    threads' names."""
+    ops, op_names, calls, call_names, ranges, flows, names = [], [], [], [], [], {}, {}
     for e in events:
         if not isinstance(e, dict):
             continue
@@ -132,11 +141,13 @@ def collect(events: list) -> tuple:
         elif cat == FLOW_CATEGORY and ph in ("s", "f"):
             # Where an op or call lacks args.correlation, the flow at its (pid, tid, ts) has it.
             flows[(ph, e.get("pid"), e.get("tid"), ns(e["ts"]))] = int(e["id"])
-    return ops, op_names, calls, call_names, ranges, flows
+        elif ph == "M" and e.get("name") == "thread_name" and type(e.get("tid")) is int:
+            names[global_tid(e["pid"], e["tid"])] = thread_name((e.get("args") or {}).get("name"))
+    return ops, op_names, calls, call_names, ranges, flows, names
 
 
 def build(path: Path, doc: dict) -> Trace:
-    ops, op_names, calls, call_names, ranges, flows = collect(doc["traceEvents"])
+    ops, op_names, calls, call_names, ranges, flows, names = collect(doc["traceEvents"])
     if not ops:
         raise TraceError(f"{path}: no GPU events (kernel, gpu_memcpy, gpu_memset): {NO_GPU_FIX}")
     if flows:
@@ -160,7 +171,7 @@ def build(path: Path, doc: dict) -> Trace:
         values = launch_calls[name]
         return np.where(found, values[row] if len(values) else -1, -1)
 
-    codes, names = pd.factorize(pd.Series(op_names, dtype=object))
+    codes, kernel_names = pd.factorize(pd.Series(op_names, dtype=object))
     kernel = op["kind"] == KERNEL
     ops_frame = pd.DataFrame({
         "start": op["start"], "end": op["end"], "device": op["device"], "stream": op["stream"],
@@ -179,8 +190,9 @@ def build(path: Path, doc: dict) -> Trace:
         ops=ops_frame,
         blocking=_frame(blocking, ["start", "end", "tid", "name"]),
         ranges=_frame(ranges, ["start", "end", "tid", "name"]),
-        strings=dict(enumerate(names)),
+        strings=dict(enumerate(kernel_names)),
         source="kineto",
+        thread_names=names,
     )
 
 

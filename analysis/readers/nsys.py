@@ -328,6 +328,20 @@ def read_ranges(con: sqlite3.Connection) -> pd.DataFrame:
     return ranges
 
 
+# The OS thread names nsys recorded (one row a thread; several threads may share a name).
+THREAD_NAMES_SQL = """
+SELECT t.globalTid, s.value FROM ThreadNames AS t JOIN StringIds AS s ON s.id = t.nameId
+WHERE t.globalTid IS NOT NULL
+"""
+
+
+def read_thread_names(con: sqlite3.Connection, tables: set) -> dict:
+    """globalTid -> thread name; empty where the export has no ThreadNames table."""
+    if "ThreadNames" not in tables:
+        return {}
+    return {int(tid): str(name) for tid, name in con.execute(THREAD_NAMES_SQL).fetchall()}
+
+
 def read_strings(con: sqlite3.Connection) -> dict:
     return dict(con.execute("SELECT id, value FROM StringIds").fetchall())
 
@@ -356,6 +370,7 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
             graph_launches=graph_launches,
             gpu_metrics=metrics,
             dram_peaks=read_dram_peaks(con, tables, sorted(metrics["device"].unique())),
+            thread_names=read_thread_names(con, tables),
         )
     except sqlite3.DatabaseError as e:
         raise TraceError(

@@ -1,0 +1,251 @@
+"""Steps inferred from the trace and one step sequence per thread, on hand-built exports whose
+answers are worked out on paper (each builder draws its trace)."""
+
+import random
+
+import pytest
+from click.testing import CliRunner
+from synth import TID, Synth
+
+from analysis.cli import main
+from analysis.errors import TraceError
+from analysis.readers import load_trace
+from analysis.steps import INFER
+from analysis.summary import Options, analyze
+
+SYNC = "cudaStreamSynchronize_v3020"
+# One decode step: 8 launches (two layers of gemm + act between embed and the sampling), the
+# flag's copy to the host, then the stop check's sync.
+STEP = ("embed", "gemm", "act", "gemm", "act", "head", "argmax", "[copy]")
+PREFILL = ("pf_embed", "pf_gemm", "act", "pf_gemm", "act", "head", "argmax", "[copy]")
+
+
+def analyse(tmp_path, synth: Synth, name: str = "t.sqlite", **options):
+    return analyze(load_trace(synth.write(tmp_path / name)), Options(**options))
+
+
+def launch_step(t: Synth, names: tuple, at: int, tid: int = TID, stream: int = 7,
+                sync: bool = True) -> None:
+    """Launch j at at + 10j (2 ns), its op at at + 10j + 5 (3 ns); then the sync at + 80..150.
+
+    time  at     +10    +20  ...  +70      +80 ............ +150       at + 200: next step
+    host  [embed] [gemm] [act] ... [copy]  [sync ..........]
+    GPU       |e|     |g|    ...      |c|   (ends at + 78)
+    """
+    for j, name in enumerate(names):
+        kind = "memcpy" if name == "[copy]" else "kernel"
+        t.launch(at + 10 * j, at + 10 * j + 2, at + 10 * j + 5, at + 10 * j + 8, tid=tid,
+                 kind=kind, name=name, stream=stream)
+    if sync:
+        t.call(SYNC, at + 80, at + 150, tid=tid)
+
+
+def eager_loop(steps: int = 5, tid: int = TID, at: int = 0, stream: int = 7,
+               t: Synth | None = None) -> Synth:
+    """Three set-up launches (0, 10, 20), a prefill at 100 (5 of its 8 ops named as a decode
+    step's), decode steps at 1000 + 200k, then one launch after the loop at 1000 + 200 steps.
+
+    launches  init×3 | prefill (8) | step 1 (8) | step 2 (8) | ... | post
+    """
+    t = t or Synth()
+    for j in range(3):
+        t.launch(at + 10 * j, at + 10 * j + 2, at + 10 * j + 5, at + 10 * j + 8, tid=tid,
+                 name="init", stream=stream)
+    launch_step(t, PREFILL, at + 100, tid=tid, stream=stream)
+    for k in range(steps):
+        launch_step(t, STEP, at + 1000 + 200 * k, tid=tid, stream=stream)
+    end = at + 1000 + 200 * steps
+    t.launch(end, end + 2, end + 5, end + 8, tid=tid, name="post", stream=stream)
+    return t
+
+
+def test_an_eager_loop_gets_a_step_per_repeat_after_its_sync(tmp_path):
+    (a,) = analyse(tmp_path, eager_loop())
+    s = a.steps
+    assert list(s["step"]) == [1, 2, 3, 4, 5]
+    assert list(s["name"]) == [f"Step {k} (inferred)" for k in range(1, 6)]
+    # From each step's first launch (embed) to the next one's; the last to the post launch.
+    assert list(s["cpu_start"]) == [1000, 1200, 1400, 1600, 1800]
+    assert list(s["cpu_end"]) == [1200, 1400, 1600, 1800, 2000]
+    assert list(s["ops"]) == [8] * 5
+    assert list(s["gpu_start"]) == [1005, 1205, 1405, 1605, 1805]
+    assert list(s["gpu_end"]) == [1078, 1278, 1478, 1678, 1878]
+    # The first period runs from the window's start; then the cadence, 200 ns.
+    assert list(s["period_ns"]) == [73, 200, 200, 200, 200]
+    assert list(s["bubble_ns"].fillna(-1)) == [-1, 127, 127, 127, 127]
+    assert list(s["thread"]) == [str(TID)] * 5
+    m = a.summary
+    assert (m["steps_from"], m["threads"]) == ("inferred", 1)
+    assert m["steps_inferred_by"] == (
+        "repeating sequence of 8 launches (100% the same), phase after cudaStreamSynchronize")
+    # Set-up (3), prefill (8) and the launch after the loop: outside the steps.
+    assert m["unattributed_ops"] == 12
+
+
+def test_steps_infer_sets_the_step_ranges_aside(tmp_path):
+    t = eager_loop()
+    t.range("Step 1", 900, 2100)  # one range over the whole loop
+    (nvtx,) = analyse(tmp_path, t)
+    assert (len(nvtx.steps), nvtx.summary["steps_from"]) == (1, "nvtx")
+    assert nvtx.summary["steps_inferred_by"] is None
+    (a,) = analyse(tmp_path, t, name="u.sqlite", step_pattern=INFER)
+    assert list(a.steps["cpu_start"]) == [1000, 1200, 1400, 1600, 1800]
+    assert a.summary["steps_from"] == "inferred"
+
+
+def test_other_libraries_ranges_in_the_loop_change_nothing(tmp_path):
+    plain = eager_loop()
+    t = eager_loop()
+    for k in range(5):  # CCCL's scan around each argmax launch, as top-p sampling has
+        t.range("cub::DeviceScan::InclusiveSum", 1000 + 200 * k + 59, 1000 + 200 * k + 64)
+    (a,) = analyse(tmp_path, t)
+    (b,) = analyse(tmp_path, plain, name="u.sqlite")
+    assert a.steps.equals(b.steps) and a.summary == b.summary
+
+
+def test_without_a_sync_the_steps_start_after_the_largest_recurring_host_gap(tmp_path):
+    t = Synth()
+    # Each step: 8 launches 10 ns apart, then 120 ns of Python before the next step's first.
+    for k in range(4):
+        launch_step(t, STEP, 1000 + 200 * k, sync=False)
+    (a,) = analyse(tmp_path, t)
+    assert list(a.steps["cpu_start"]) == [1000, 1200, 1400, 1600]
+    assert list(a.steps["cpu_end"]) == [1200, 1400, 1600, 1672]
+    assert a.summary["steps_inferred_by"] == (
+        "repeating sequence of 8 launches (100% the same), phase at the largest host gap")
+
+
+def graph_loop(steps: int = 4, node_level: bool = False) -> Synth:
+    """A set-up graph (exec 3) replayed once, then per step at 1000 + 100k: the input's copy
+    (+0), the decode graph's launch (exec 7, +10), the argmax (+20), the flag's copy (+30) and
+    the sync (+40..90).
+
+    host  [copy in][graph launch][argmax][copy out][sync ....]   [copy in][graph launch] ...
+    GPU       |c|    |===== graph 15..45 =====||a||c|
+    """
+    t = Synth()
+    corr = t.call("cudaGraphLaunch_v10000", 100, 105)
+    t.op(corr, 110, 150, kind="graph", graph=3)
+    for k in range(steps):
+        at = 1000 + 100 * k
+        t.launch(at, at + 2, at + 3, at + 5, kind="memcpy")
+        corr = t.call("cudaGraphLaunch_v10000", at + 10, at + 12)
+        if node_level:
+            for j in range(3):
+                t.op(corr, at + 15 + 10 * j, at + 25 + 10 * j, name=f"node{j}")
+        else:
+            t.op(corr, at + 15, at + 45, kind="graph", graph=7)
+        t.launch(at + 20, at + 22, at + 46, at + 48, name="argmax")
+        t.launch(at + 30, at + 32, at + 49, at + 50, kind="memcpy")
+        t.call(SYNC, at + 40, at + 90)
+    return t
+
+
+@pytest.mark.parametrize(("node_level", "how"), [(False, "graph launch (exec 7)"),
+                                                  (True, "graph launch (3 nodes)")])
+def test_a_graph_replay_loop_gets_a_step_per_graph_launch(tmp_path, node_level, how):
+    (a,) = analyse(tmp_path, graph_loop(node_level=node_level))
+    s = a.steps
+    # From each launch of the decode graph to the next; the last as long as the median step.
+    assert list(s["cpu_start"]) == [1010, 1110, 1210, 1310]
+    assert list(s["cpu_end"]) == [1110, 1210, 1310, 1332]
+    # The next step's input copy is launched in this step (the last has none to launch).
+    assert list(s["ops"]) == [4, 4, 4, 3]
+    assert list(s["gpu_end"]) == [1105, 1205, 1305, 1350]
+    assert list(s["period_ns"]) == [90, 100, 100, 45]
+    assert (a.summary["steps_from"], a.summary["steps_inferred_by"]) == ("inferred", how)
+
+
+def test_a_first_step_much_longer_than_the_rest_is_left_out_as_prefill(tmp_path):
+    t = Synth()
+    # Five repeats of one unit; the first one's host time is 600 ns, the others' 200.
+    starts = [1000, 1600, 1800, 2000, 2200]
+    for at in starts:
+        launch_step(t, STEP, at)
+    t.launch(2400, 2402, 2405, 2408, name="post")
+    (a,) = analyse(tmp_path, t)
+    assert list(a.steps["cpu_start"]) == [1600, 1800, 2000, 2200]
+    assert list(a.steps["step"]) == [1, 2, 3, 4]
+    assert a.summary["steps_inferred_by"].endswith(
+        "a first step of 3.0x the median host time left out (prefill)")
+
+
+def test_no_repeating_structure_is_one_line_and_exit_2(tmp_path):
+    rng = random.Random(7)
+    t = Synth()
+    for j in range(300):
+        t.launch(10 * j, 10 * j + 2, 10 * j + 5, 10 * j + 8, name=f"k{rng.randrange(60)}")
+    path = t.write(tmp_path / "t.sqlite")
+    with pytest.raises(TraceError) as e:
+        analyze(load_trace(path))
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: no step ranges, and no repeating structure to infer "
+                              f"steps from (thread {TID}, 300 launches: no unit of launches "
+                              "repeats 3 times with 90% of its ops the same over 25% of them)")
+    result = CliRunner().invoke(main, ["analyze", str(path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "no repeating structure" in result.output
+
+
+def test_too_few_repeats_are_no_steps(tmp_path):
+    t = eager_loop(steps=2)
+    with pytest.raises(TraceError, match="no repeating structure"):
+        analyse(tmp_path, t)
+
+
+def two_threads(infer: bool = False) -> Synth:
+    """Two threads decoding side by side, each its own stream, `Step 1..4` in both (or no ranges
+    with `infer`): thread A's steps at 1000 + 200k, B's at 1100 + 250k, so they interleave.
+
+    A  |Step 1 1000|Step 2 1200|Step 3 1400|Step 4 1600|
+    B       |Step 1 1100 |Step 2 1350 |Step 3 1600 |Step 4 1850 |
+    """
+    t = Synth()
+    t.thread_name("python3", tid=TID)
+    t.thread_name("python3", tid=TID + 1)
+    for k in range(4):
+        a, b = 1000 + 200 * k, 1100 + 250 * k
+        launch_step(t, STEP, a, tid=TID, stream=7)
+        launch_step(t, STEP, b, tid=TID + 1, stream=9)
+        if not infer:
+            t.range(f"Step {k + 1}", a, a + 200, tid=TID)
+            t.range(f"Step {k + 1}", b, b + 250, tid=TID + 1)
+    for tid, end in ((TID, 1800), (TID + 1, 2100)):
+        t.launch(end, end + 2, end + 5, end + 8, tid=tid, name="post")
+    return t
+
+
+@pytest.mark.parametrize("infer", [False, True])
+def test_two_threads_have_one_step_sequence_each(tmp_path, infer):
+    (a,) = analyse(tmp_path, two_threads(infer))
+    s = a.steps
+    a_rows = s["thread"] == "python3 (1001)"
+    b_rows = s["thread"] == "python3 (1002)"
+    assert a_rows.sum() == b_rows.sum() == 4
+    assert list(s.loc[a_rows, "step"]) == list(s.loc[b_rows, "step"]) == [1, 2, 3, 4]
+    # Each thread's own cadence: 200 and 250 ns; its first period from its own first op.
+    assert list(s.loc[a_rows, "period_ns"]) == [73, 200, 200, 200]
+    assert list(s.loc[b_rows, "period_ns"]) == [73, 250, 250, 250]
+    assert (s["period_ns"] >= 0).all()
+    # Between A's steps (ends at +78, next op at +205) B ran ops of its own: the bubble is
+    # only the time neither ran.
+    assert list(s.loc[a_rows, "gpu_start"]) == [1005, 1205, 1405, 1605]
+    assert a.summary["threads"] == 2
+    assert a.summary["steps_from"] == ("inferred" if infer else "nvtx")
+    if infer:
+        assert a.summary["steps_inferred_by"] == "; ".join(
+            f"thread python3 ({tid}): repeating sequence of 8 launches (100% the same), phase "
+            "after cudaStreamSynchronize" for tid in (1001, 1002))
+
+
+def test_function_trace_ranges_are_steps_numbered_within_their_thread(tmp_path):
+    t = eager_loop()
+    name = "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel.forward"
+    t.range(name, 100, 180)  # the prefill's forward
+    for k in range(5):
+        t.range(name, 1000 + 200 * k, 1000 + 200 * k + 75)
+    (a,) = analyse(tmp_path, t, step_pattern=r"GPT2LMHeadModel\.forward$")
+    assert list(a.steps["step"]) == [1, 2, 3, 4, 5, 6]
+    assert a.summary["steps_from"] == "function"
+    assert list(a.steps["period_ns"])[1:] == [900, 200, 200, 200, 200]
