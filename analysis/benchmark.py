@@ -1,13 +1,15 @@
 """Speed of the whole analysis on a ~1M-GPU-op trace, next to nsys's projection report.
 
     python -m analysis.benchmark [--copies 150] [--repeat-names|--renumber] [--runs 3]
-                                 [--nsys PATH] [--only TEXT ...]
+                                 [--nsys PATH] [--only TEXT ...] [--no-steps]
 
 Builds bench.sqlite in a scratch directory of its own (removed at the end; several benchmarks
 may run at once) by tiling a real export in time: each copy shifts every timestamp by the
 export's span and every correlationId by its largest one, and keeps the step names (or renumbers
 them), so the tiled trace is one long, consistent capture. Then times each output (text, JSON,
-CSV, --db, report) in a fresh process. This is the one place outside
+CSV, --db, report) in a fresh process. With --no-steps the step ranges are deleted from the
+tiled trace, so every command infers the steps (analysis/infer.py); nsys's projection still
+reads the original (it needs the ranges). This is the one place outside
 the loader that touches SQLite, and it only writes its own scratch copy.
 """
 
@@ -52,6 +54,22 @@ def _copy_sql(con: sqlite3.Connection, table: str) -> str:
         source = f"(SELECT * FROM {table} WHERE rowid <= :rows)"
     exprs = ", ".join(moved.get(c, c) for c in cols)
     return f"INSERT INTO {table} ({', '.join(cols)}) SELECT {exprs} FROM {source}"
+
+
+# The step ranges, by their name (as text, or registered through textId).
+DELETE_STEPS_SQL = """
+DELETE FROM NVTX_EVENTS WHERE COALESCE(text, (SELECT value FROM StringIds WHERE id = textId))
+LIKE 'Step %'
+"""
+
+
+def remove_steps(trace: Path, out: Path) -> None:
+    """A copy of the trace without its step ranges."""
+    shutil.copyfile(trace, out)
+    con = sqlite3.connect(out)
+    con.execute(DELETE_STEPS_SQL)
+    con.commit()
+    con.close()
 
 
 def build(source: Path, copies: int, out: Path, repeat_names: bool = False) -> int:
@@ -141,16 +159,19 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
 @click.option("--nsys", default=None, help="An nsys binary to time its projection report.")
 @click.option("--only", multiple=True,
               help="Time only the commands whose name has this text (repeatable): --only db.")
-def main(source, copies, repeat_names, runs, nsys, only):
+@click.option("--no-steps", is_flag=True,
+              help="Delete the step ranges from the tiled trace: gapscope infers the steps "
+                   "(nsys's projection still reads the trace with them).")
+def main(source, copies, repeat_names, runs, nsys, only, no_steps):
     """Times every output of gapscope on a tiled ~1M-op trace, each in a fresh process, and
     nsys's projection report on the same file in the same run, interleaved (the machine's load
     then weighs on both alike)."""
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as scratch:
-        measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only)
+        measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only, no_steps)
 
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
-            scratch: Path, only: tuple = ()) -> None:
+            scratch: Path, only: tuple = (), no_steps: bool = False) -> None:
     load = os.getloadavg()
     trace = scratch / "bench.sqlite"
     t = time.perf_counter()
@@ -158,7 +179,12 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
     click.echo(f"built {trace}: {ops} GPU ops, {trace.stat().st_size / 2**20:.0f} MiB "
                f"in {time.perf_counter() - t:.1f} s ({'repeated' if repeat_names else 'renumbered'}"
                " step names)")
-    todo = {name: args for name, args in commands(trace, scratch / "out").items()
+    analysed = trace
+    if no_steps:
+        analysed = scratch / "bench-no-steps.sqlite"
+        remove_steps(trace, analysed)
+        click.echo(f"gapscope reads {analysed}: the same without its step ranges (inferred)")
+    todo = {name: args for name, args in commands(analysed, scratch / "out").items()
             if not only or any(text in name for text in only)}
     results = {name: [] for name in todo}
     nsys_times = []

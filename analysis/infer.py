@@ -39,36 +39,40 @@ MAX_BLOCKS_PER_UNIT = 4
 MIN_COVER = 0.25
 # Candidate units tried (those over the longest runs of one op name at a constant spacing).
 CANDIDATES = 12
-# A unit longer than the smallest one whose repeats cover this share of the longest coverage
-# is not preferred: the shortest unit that repeats over most of the sequence.
+# Units whose repeats cover less than this share of the launches the best unit's cover are
+# not steps (runs of one op name, a few ops repeated here and there).
+TOTAL_SHARE = 0.5
+# Without a sync to cut at: the shortest unit whose longest stretch of repeats is this share of
+# the longest stretch of any unit.
 COVER_SHARE = 0.9
-# A first step longer than this many times the median of the others (host time or GPU span) is
-# prefill or warm-up, not a decode step: left out.
-FIRST_STEP_FACTOR = 2.0
+# Lags tried for a name's recurrence: a name that occurs up to this many times a step.
+MAX_LAG = 8
 TID_MASK = (1 << 24) - 1
 
 
 def launch_table(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> pd.DataFrame:
-    """One row a launch call (ops that share thread, call and correlation id), sorted by thread
-    and call start: tid, call_start, call_end, token (the op's name: kernel name id, or kind for
-    a copy or set; a GRAPH op's graph exec id), records (its ops), graph (a graph replay),
-    graph_key (which graph: its exec id, else its first node and node count), op_start, op_end."""
+    """One row a launch call (the ops of one call of one thread), sorted by thread and call
+    start: tid, call_start, call_end, token (the op's name: kernel name id, or kind for a copy
+    or set; a GRAPH op's graph exec id), records (its ops), graph (a graph replay), graph_key
+    (which graph: its exec id, else its first node and node count), op_start, op_end."""
     known = (ops["call_start"].to_numpy() >= 0) & (ops["tid"].to_numpy() >= 0)
-    cols = {c: ops[c].to_numpy()[known] for c in
+    cols = {c: ops[c].to_numpy() for c in
             ("tid", "call_start", "call_end", "corr", "start", "end", "kind", "name_id")}
-    order = np.lexsort((cols["start"], cols["corr"], cols["call_start"], cols["tid"]))
+    if not known.all():
+        cols = {k: v[known] for k, v in cols.items()}
+    # A thread makes one call at a time: its call starts tell its launches apart.
+    order = np.argsort(cols["call_start"], kind="stable")
+    if len(order) and (cols["tid"] != cols["tid"][0]).any():
+        order = order[np.argsort(cols["tid"][order], kind="stable")]
     c = {k: v[order] for k, v in cols.items()}
     first = np.ones(len(order), dtype=bool)
-    first[1:] = ((c["tid"][1:] != c["tid"][:-1]) | (c["call_start"][1:] != c["call_start"][:-1])
-                 | (c["corr"][1:] != c["corr"][:-1]))
+    first[1:] = (c["tid"][1:] != c["tid"][:-1]) | (c["call_start"][1:] != c["call_start"][:-1])
     idx = np.flatnonzero(first)
     records = np.diff(np.append(idx, len(order)))
     kind = c["kind"][idx]
     token = (kind.astype(np.int64) << 32) | (c["name_id"][idx] + 1)
-    launched = pd.MultiIndex.from_arrays([graph_launches["tid"].to_numpy(),
-                                          graph_launches["corr"].to_numpy()])
-    by_call = pd.MultiIndex.from_arrays([c["tid"][idx], c["corr"][idx]]).isin(launched)
-    graph = (kind == GRAPH) | (records > 1) | by_call
+    graph = (kind == GRAPH) | (records > 1) | _graph_calls(c["tid"][idx], c["corr"][idx],
+                                                           graph_launches)
     return pd.DataFrame({
         "tid": c["tid"][idx],
         "call_start": c["call_start"][idx],
@@ -79,7 +83,20 @@ def launch_table(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> pd.DataFram
         "graph_key": np.where(kind == GRAPH, token, token ^ (records << 48)),
         "op_start": np.minimum.reduceat(c["start"], idx) if len(idx) else c["start"][:0],
         "op_end": np.maximum.reduceat(c["end"], idx) if len(idx) else c["end"][:0],
-    })
+    }, copy=False)
+
+
+def _graph_calls(tid: np.ndarray, corr: np.ndarray, graph_launches: pd.DataFrame) -> np.ndarray:
+    """Which launches are graph launch calls (same thread and correlation id as one): the ids
+    first, a cheap filter that leaves few to match on both."""
+    out = np.isin(corr, graph_launches["corr"].to_numpy())
+    if out.any():
+        calls = set(zip(graph_launches["tid"].tolist(), graph_launches["corr"].tolist(),
+                        strict=True))
+        rows = np.flatnonzero(out)
+        out[rows] = [(t, k) in calls for t, k in zip(tid[rows].tolist(), corr[rows].tolist(),
+                                                      strict=True)]
+    return out
 
 
 def infer_steps(trace) -> tuple:
@@ -121,108 +138,156 @@ def ranges_of(launches: pd.DataFrame, bounds: np.ndarray, tid: int) -> pd.DataFr
 def thread_steps(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
     """(the steps as rows of (first launch, past-the-last launch), how) of one thread, or
     (None, why not)."""
-    graph = graph_steps(launches)
+    graph = graph_steps(launches, blocking)
     seq = sequence_steps(launches, blocking)
     # A graph replayed a few times in set-up does not make the steps of an eager loop.
     if graph[0] is not None and (seq[0] is None or len(graph[0]) * 2 >= len(seq[0])):
-        return drop_long_first(launches, *graph)
-    if seq[0] is not None:
-        return drop_long_first(launches, *seq)
-    return None, seq[1]
+        return graph
+    return seq
 
 
-def graph_steps(launches: pd.DataFrame) -> tuple:
-    """A step per replay of the graph the thread launches most (at least MIN_REPEATS times):
-    from its launch to the next; the last as long as the median step."""
+def graph_steps(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
+    """A step per replay of the graph the thread launches most (MIN_REPEATS times at least),
+    from its launch to the next, and so for each other graph replayed as often whose replays
+    do not interleave with those (a second generate() call recaptures its graph). A step holds
+    twice the median step's launches at most, so a step before a pause does not take in the
+    prefill that follows; the last replay's step ends with the thread's first blocking call
+    after it (the stop check), else holds the median step's launches."""
     graph = launches["graph"].to_numpy()
-    if graph.sum() < MIN_REPEATS:
-        return None, "no graph replayed"
-    keys = launches["graph_key"].to_numpy()[graph]
-    values, counts = np.unique(keys, return_counts=True)
-    key = values[np.argmax(counts)]
-    if counts.max() < MIN_REPEATS:
-        return None, "no graph replayed 3 times"
-    at = np.flatnonzero(graph & (launches["graph_key"].to_numpy() == key))
-    last = min(at[-1] + int(np.median(np.diff(at))), len(launches))
-    bounds = np.column_stack([at, np.append(at[1:], last)])
-    token = int(key)
-    if token >> 32 == GRAPH:
-        what = f"graph launch (exec {(token & 0xFFFFFFFF) - 1})"
-    else:
-        what = f"graph launch ({int(launches['records'].to_numpy()[at[0]])} nodes)"
-    return bounds, what
+    call_start = launches["call_start"].to_numpy()
+    block_start = blocking["start"].to_numpy()
+    block_end = blocking["end"].to_numpy()
+    key = launches["graph_key"].to_numpy()
+    values, counts = np.unique(key[graph], return_counts=True)
+    spans, bounds, names = [], [], []
+    for v in values[np.argsort(-counts, kind="stable")]:
+        at = np.flatnonzero(graph & (key == v))
+        if len(at) < MIN_REPEATS:
+            break
+        if any(at[0] <= last and first <= at[-1] for first, last in spans):
+            continue  # replayed within the steps of a graph already taken: part of them
+        spans.append((at[0], at[-1]))
+        median = int(np.median(np.diff(at)))
+        hi = np.minimum(np.append(at[1:], len(launches)), at + 2 * median)
+        hi[-1] = min(at[-1] + median, len(launches))
+        j = np.searchsorted(block_start, call_start[at[-1]])
+        if j < len(block_start):
+            hi[-1] = min(hi[-1], np.searchsorted(call_start, block_end[j]))
+        bounds.append(np.column_stack([at, hi]))
+        token = int(v)
+        names.append(f"exec {(token & 0xFFFFFFFF) - 1}" if token >> 32 == GRAPH
+                     else f"{int(launches['records'].to_numpy()[at[0]])} nodes")
+    if not bounds:
+        return None, f"no graph replayed {MIN_REPEATS} times"
+    bounds = np.concatenate(bounds)
+    what = "graph launch" if len(names) == 1 else "graph launches"
+    names = [n for _, n in sorted(zip(spans, names, strict=True))]  # in the order replayed
+    return bounds[np.argsort(bounds[:, 0])], f"{what} ({', '.join(names)})"
 
 
 def candidate_periods(token: np.ndarray) -> np.ndarray:
-    """Spacings to try: for each op name, its longest run of occurrences at one constant
-    spacing; the CANDIDATES spacings whose runs span the most launches. A name that occurs once
-    a step has runs spanning the whole repeating region at the step's length."""
-    order = np.argsort(token, kind="stable")
+    """Spacings to try: for each op name and lag m (1..MAX_LAG), its longest run of
+    occurrences whose m-th next occurrence is one constant spacing away; the CANDIDATES
+    spacings whose runs span the most launches. A name that occurs m times a step, at whatever
+    offsets, has a run at lag m spanning the whole repeating region at the step's length. The
+    lags stop at the first that gives a run over half the launches."""
+    order = np.argsort(token, kind="stable").astype(np.int32)
     t = token[order]
-    same = t[1:] == t[:-1]
-    gap = np.where(same, np.diff(order), -1)
-    if not same.any():
-        return np.empty(0, np.int64)
-    new_run = np.ones(len(gap), dtype=bool)
-    new_run[1:] = (gap[1:] != gap[:-1]) | ~same[1:] | ~same[:-1]
-    starts = np.flatnonzero(new_run)
-    length = np.diff(np.append(starts, len(gap)))
-    value = gap[starts]
-    ok = value > 0
-    span = pd.Series(length[ok] * value[ok]).groupby(value[ok]).max()
-    return span.sort_values(ascending=False, kind="stable").index.to_numpy()[:CANDIDATES]
+    values, spans = [], []
+    for m in range(1, MAX_LAG + 1):
+        if len(t) <= m + 1:
+            break
+        same = t[m:] == t[:-m]
+        gap = np.where(same, order[m:] - order[:-m], np.int32(-1))
+        new_run = np.ones(len(gap), dtype=bool)
+        new_run[1:] = (gap[1:] != gap[:-1]) | ~same[1:] | ~same[:-1]
+        starts = np.flatnonzero(new_run)
+        length = np.diff(np.append(starts, len(gap)))
+        # Runs of MIN_REPEATS occurrences or more at one spacing.
+        keep = (gap[starts] > 0) & (length >= MIN_REPEATS - 1)
+        values.append(gap[starts][keep])
+        spans.append(length[keep].astype(np.int64) * gap[starts][keep])
+        if len(spans[-1]) and spans[-1].max() * 2 >= len(t):
+            break  # a spacing that spans half the launches: enough to try
+    value = np.concatenate(values) if values else np.empty(0, np.int64)
+    if not len(value):
+        return value
+    span = np.concatenate(spans)
+    by = np.lexsort((-span, value))  # each spacing's longest run first
+    first = np.ones(len(by), dtype=bool)
+    first[1:] = value[by][1:] != value[by][:-1]
+    best = by[first]
+    return value[best][np.argsort(-span[best], kind="stable")][:CANDIDATES]
 
 
-def repeating_region(token: np.ndarray, p: int) -> tuple:
-    """(first launch, past-the-last launch) of the longest stretch in which each unit of p
-    launches agrees with the next in at least MIN_AGREEMENT of its positions; (0, 0) if none."""
+def repeating_regions(token: np.ndarray, p: int) -> np.ndarray:
+    """(first launch, past-the-last launch) rows of the maximal stretches in which each unit of
+    p launches agrees with the next in at least MIN_AGREEMENT of its positions and that hold
+    MIN_REPEATS units, longest first."""
     n = len(token)
     if n < 2 * p:
-        return 0, 0
-    match = np.concatenate([[0], np.cumsum(token[:-p] == token[p:])])
+        return np.empty((0, 2), np.int64)
+    match = np.concatenate([[0], np.cumsum(token[:-p] == token[p:], dtype=np.int32)])
     # w[i]: agreement of the unit starting at i with the next one.
     w = (match[p:n - p + 1] - match[:n - 2 * p + 1]) / p
     good = np.concatenate([[False], w >= MIN_AGREEMENT, [False]])
-    edges = np.flatnonzero(good[1:] != good[:-1])
-    if len(edges) == 0:
-        return 0, 0
-    runs = edges.reshape(-1, 2)
-    a, b = runs[np.argmax(runs[:, 1] - runs[:, 0])]
-    return int(a), int(b - 1 + 2 * p)
+    runs = np.flatnonzero(good[1:] != good[:-1]).reshape(-1, 2)
+    # Units starting at a .. b - 1 agree with the next: launches a .. b - 1 + 2p repeat.
+    regions = np.column_stack([runs[:, 0], runs[:, 1] - 1 + 2 * p])
+    regions = regions[regions[:, 1] - regions[:, 0] >= MIN_REPEATS * p]
+    return regions[np.argsort(regions[:, 0] - regions[:, 1], kind="stable")]
 
 
 def sequence_steps(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
-    """The repeating unit of launches (see the module's docstring), cut at its phase."""
+    """The repeating unit of launches (see the module's docstring), cut at its phase in each
+    stretch where it repeats (several generate() calls: one stretch each)."""
     token = launches["token"].to_numpy()
     n = len(token)
     if n < 2 * MIN_REPEATS:
         return None, "too few launches"
-    units = []  # (p, first, past-the-last launch of its repeating region)
+    units = []  # (p, its repeating regions, longest first)
     for p in candidate_periods(token):
-        a, e = repeating_region(token, int(p))
-        if e - a >= max(MIN_REPEATS * p, MIN_COVER * n):
-            units.append((int(p), a, e))
+        regions = repeating_regions(token, int(p))
+        if len(regions) and (regions[:, 1] - regions[:, 0]).sum() >= MIN_COVER * n:
+            units.append((int(p), regions))
     if not units:
         return None, (f"no unit of launches repeats {MIN_REPEATS} times with "
                       f"{MIN_AGREEMENT:.0%} of its ops the same over {MIN_COVER:.0%} of them")
+    # Units that repeat over about as many launches as the best (not runs of one op name here
+    # and there); of those, the shortest with a sync once a unit, else the shortest whose
+    # longest stretch is about the longest (a layer's ops repeat within a step, but no stretch
+    # of them spans two steps).
+    most = max(r[:, 1].sum() - r[:, 0].sum() for _, r in units)
+    units = [u for u in units if u[1][:, 1].sum() - u[1][:, 0].sum() >= TOTAL_SHARE * most]
     flags = blocked_before(launches, blocking)
-    synced = [u + sync_phase(flags, *u) for u in units]
-    synced = [u for u in synced if u[3] is not None]
+    synced = [(p, regions) for p, regions in units
+              if sync_phase(flags, p, *regions[0])[0] is not None]
     if synced:
-        p, a, e, phase, name = min(synced)
-        how = f"phase after {name}"
+        p, regions = min(synced, key=lambda u: u[0])
     else:
-        longest = max(e - a for _, a, e in units)
-        p, a, e = min(u for u in units if u[2] - u[1] >= COVER_SHARE * longest)
-        phase = gap_phase(launches, p, a, e)
-        how = "phase at the largest host gap"
-    first = a + (phase - a) % p
-    lo = np.arange(first, e - p + 1, p)
-    if len(lo) < MIN_REPEATS:
-        return None, f"a unit of {p} launches repeats only {len(lo)} times"
-    bounds = np.column_stack([lo, lo + p])
-    agreement = float(np.mean(token[first:lo[-1]] == token[first + p:lo[-1] + p]))
-    return bounds, f"repeating sequence of {p} launches ({agreement:.0%} the same), {how}"
+        longest = max(r[0, 1] - r[0, 0] for _, r in units)
+        p, regions = min((u for u in units if u[1][0, 1] - u[1][0, 0] >= COVER_SHARE * longest),
+                         key=lambda u: u[0])
+    bounds, phases = [], []
+    for a, e in regions:
+        phase, name = sync_phase(flags, p, a, e) if synced else (None, None)
+        phases.append(f"after {name}" if phase is not None else "at the largest host gap")
+        if phase is None:
+            phase = gap_phase(launches, p, a, e)
+        lo = np.arange(a + (phase - a) % p, e - p + 1, p)
+        bounds.append(np.column_stack([lo, lo + p]))
+    bounds = np.concatenate(bounds)
+    bounds = bounds[np.argsort(bounds[:, 0])]
+    if len(bounds) < MIN_REPEATS:
+        return None, f"a unit of {p} launches repeats only {len(bounds)} times"
+    # How alike the steps are: each against the next, where that is the next unit.
+    pairs = bounds[:-1, 0][bounds[1:, 0] == bounds[:-1, 0] + p]
+    at = pairs[:, None] + np.arange(p)
+    same = float(np.mean(token[at] == token[at + p])) if len(pairs) else 1.0
+    how = f"repeating sequence of {p} launches ({same:.0%} the same), phase {phases[0]}"
+    if len(regions) > 1:
+        how += f", in {len(regions)} stretches"
+    return bounds, how
 
 
 def blocked_before(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
@@ -266,23 +331,3 @@ def gap_phase(launches: pd.DataFrame, p: int, a: int, e: int) -> int:
     units = (e - lo) // p
     host_gap = (start[lo:lo + units * p] - end[lo - 1:lo - 1 + units * p]).reshape(units, p)
     return (lo + int(np.argmax(np.median(host_gap, axis=0)))) % p
-
-
-def drop_long_first(launches: pd.DataFrame, bounds: np.ndarray, how: str) -> tuple:
-    """The steps less a first one much longer (host time or GPU span) than the median of the
-    others: prefill or warm-up, which the unit matched."""
-    if len(bounds) <= MIN_REPEATS:
-        return bounds, how
-    start = launches["call_start"].to_numpy()
-    lo, hi = bounds[:, 0], bounds[:, 1]
-    host = np.where(hi < len(start), start[np.minimum(hi, len(start) - 1)], start[hi - 1]) \
-        - start[lo]
-    # Steps are contiguous: each reduceat segment is one step (the last runs to the end).
-    gpu = (np.maximum.reduceat(launches["op_end"].to_numpy(), lo)
-           - np.minimum.reduceat(launches["op_start"].to_numpy(), lo))
-    for values, what in ((host, "host time"), (gpu, "GPU span")):
-        rest = np.median(values[1:])
-        if rest > 0 and values[0] > FIRST_STEP_FACTOR * rest:
-            return bounds[1:], (f"{how}; a first step of {values[0] / rest:.1f}x the median "
-                                f"{what} left out (prefill)")
-    return bounds, how

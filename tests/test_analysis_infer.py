@@ -156,18 +156,46 @@ def test_a_graph_replay_loop_gets_a_step_per_graph_launch(tmp_path, node_level, 
     assert (a.summary["steps_from"], a.summary["steps_inferred_by"]) == ("inferred", how)
 
 
-def test_a_first_step_much_longer_than_the_rest_is_left_out_as_prefill(tmp_path):
+def test_a_slow_first_step_is_a_step_all_the_same(tmp_path):
     t = Synth()
-    # Five repeats of one unit; the first one's host time is 600 ns, the others' 200.
-    starts = [1000, 1600, 1800, 2000, 2200]
-    for at in starts:
+    # Five repeats of one unit; the first one's host time is 600 ns (first-call work), the
+    # others' 200: it is a decode step like the rest.
+    for at in (1000, 1600, 1800, 2000, 2200):
         launch_step(t, STEP, at)
     t.launch(2400, 2402, 2405, 2408, name="post")
     (a,) = analyse(tmp_path, t)
-    assert list(a.steps["cpu_start"]) == [1600, 1800, 2000, 2200]
-    assert list(a.steps["step"]) == [1, 2, 3, 4]
-    assert a.summary["steps_inferred_by"].endswith(
-        "a first step of 3.0x the median host time left out (prefill)")
+    assert list(a.steps["cpu_start"]) == [1000, 1600, 1800, 2000, 2200]
+    assert list(a.steps["cpu_ns"]) == [600, 200, 200, 200, 200]
+
+
+def test_two_calls_each_replaying_its_own_graph_get_steps_in_both(tmp_path):
+    """generate() twice: each call captures its graph (exec 7, then exec 8), runs a prefill of
+    20 launches, then replays it 3 times (each step: input copy, graph launch, argmax, copy
+    out, sync); the second call starts at 5000.
+
+    call 1  prefill (20) | [c][G7][a][c] x3 | call 2  prefill (20) | [c][G8][a][c] x3
+    """
+    t = Synth()
+    for call, (at0, graph) in enumerate(((0, 7), (5000, 8))):
+        for j in range(20):
+            t.launch(at0 + 10 * j, at0 + 10 * j + 2, at0 + 10 * j + 5, at0 + 10 * j + 8,
+                     name=f"prefill{j}")
+        for k in range(3):
+            at = at0 + 1000 + 100 * k
+            t.launch(at, at + 2, at + 3, at + 5, kind="memcpy")
+            corr = t.call("cudaGraphLaunch_v10000", at + 10, at + 12)
+            t.op(corr, at + 15, at + 45, kind="graph", graph=graph)
+            t.launch(at + 20, at + 22, at + 46, at + 48, name="argmax")
+            t.launch(at + 30, at + 32, at + 49, at + 50, kind="memcpy")
+            t.call(SYNC, at + 40, at + 90)
+    (a,) = analyse(tmp_path, t)
+    assert list(a.steps["step"]) == [1, 2, 3, 4, 5, 6]
+    assert list(a.steps["cpu_start"]) == [1010, 1110, 1210, 6010, 6110, 6210]
+    # The last step of each call holds as many launches as the median step (4): it ends at the
+    # launch after those, not at the next call's first graph launch.
+    assert list(a.steps["cpu_end"]) == [1110, 1210, 5000, 6110, 6210, 6232]
+    assert list(a.steps["ops"]) == [4, 4, 3, 4, 4, 3]
+    assert a.summary["steps_inferred_by"] == "graph launches (exec 7, exec 8)"
 
 
 def test_no_repeating_structure_is_one_line_and_exit_2(tmp_path):
