@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from analysis.report import SYNC_NOTE, md_table
+from analysis.report import SYNC_NOTE, by_thread, md_table
 from analysis.summary import CAUSES
 
 BOOTSTRAP_SAMPLES = 2000
@@ -37,7 +37,12 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
     rows = []
     for label, a, run, boot in zip(labels, analyses, runs, boots, strict=True):
         s = a.summary
+        threads = by_thread(a.steps)
         row = {"label": label, "device": a.device, "steps": s["steps"],
+               "steps_from": s.get("steps_from") or "nvtx", "threads": len(threads) or 1,
+               "period_ns_median_by_thread": (
+                   {str(k): v for k, v in threads["period_ns_median"].items()}
+                   if len(threads) else None),
                "gpu_util": s["gpu_util"], "bubble_ns_p90": s["bubble_ns_p90"],
                "sync_idle_share": s["sync_idle_share"]}
         for column, key in COMPARED.items():
@@ -137,6 +142,7 @@ def display_rows(table: pd.DataFrame) -> list:
     series = [pd.Series(r) for r in rows]
     out = [
         ("steps", [str(r["steps"]) for r in rows]),
+        *_origin_rows(rows),
         ("GPU period ms/step [95% CI]",
          _cis(series, firsts, "period_ns_median", 1e6, 3)),
         ("host step ms [95% CI]",
@@ -166,6 +172,30 @@ def display_rows(table: pd.DataFrame) -> list:
                                     if r["untraced_rank"] is not None else "n/a" for r in rows]),
     ]
     return out + [(name, cells) for name, cells in timing + twin if set(cells) != {"n/a"}]
+
+
+# Where each run's steps came from, in a word (summary.steps_from).
+STEPS_FROM_WORD = {"nvtx": "NVTX", "function": "function", "profiler_step": "ProfilerStep",
+                   "inferred": "inferred"}
+
+
+def _origin_rows(rows: list) -> list:
+    """Where the steps came from, where some run's are not NVTX ranges; the threads and each
+    one's median GPU period, where some run has several threads with steps."""
+    out = []
+    if any(r.get("steps_from", "nvtx") != "nvtx" for r in rows):
+        out.append(("steps from", [STEPS_FROM_WORD.get(r.get("steps_from"), "NVTX")
+                                   for r in rows]))
+    if any((r.get("threads") or 1) > 1 for r in rows):
+        out.append(("threads", [str(r.get("threads") or 1) for r in rows]))
+        out.append(("period ms by thread", [_by_thread(r) for r in rows]))
+    return out
+
+
+def _by_thread(row: dict) -> str:
+    """Each thread's median GPU period, in the order of the threads' first steps."""
+    periods = row.get("period_ns_median_by_thread") or {"": row["period_ns_median"]}
+    return " / ".join(_opt(_scaled(v, 1e6), ".3f") for v in periods.values())
 
 
 def _scaled(value, scale: float):

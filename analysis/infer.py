@@ -120,7 +120,8 @@ def infer_steps(trace) -> tuple:
             f"{trace.path}: no step ranges, and no repeating structure to infer steps from "
             f"(thread {tid & TID_MASK}, {n} launches: {text}); mark each step with an NVTX "
             "range (`Step N`) or pass --steps REGEX")
-    return pd.concat(found, ignore_index=True), how
+    steps = pd.concat(found, ignore_index=True)
+    return steps.sort_values(["start", "end"], kind="stable").reset_index(drop=True), how
 
 
 def ranges_of(launches: pd.DataFrame, bounds: np.ndarray, tid: int) -> pd.DataFrame:

@@ -7,12 +7,13 @@ import json
 import math
 import os
 import tempfile
+import textwrap
 
 import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceError
-from analysis.summary import CAUSES, LEDGER, MetricsAnalysis
+from analysis.summary import CAUSES, LEDGER, MetricsAnalysis, median
 
 
 def plain(value):
@@ -247,10 +248,60 @@ GRAPH_NOTES = {
 }
 
 
-def text_summary(label: str, s: dict, schema: str) -> str:
+# Where the steps came from (summary.steps_from), in words.
+STEPS_FROM = {
+    "nvtx": "NVTX ranges",
+    "function": "calls of a traced Python function (nsys --python-functions-trace), numbered "
+                "in order within their thread",
+    "profiler_step": "torch.profiler's ProfilerStep#N ranges (prof.step())",
+    "inferred": "inferred from the trace (no step ranges)",
+}
+TEXT_WIDTH = 100
+LABEL_WIDTH = 17  # "  idle by cause  ": where a text line's value starts
+
+
+def steps_from(s: dict) -> str | None:
+    """Where the steps came from, in words, with what an inference keyed on; None for NVTX
+    ranges (the default, said by nothing)."""
+    source = s.get("steps_from", "nvtx")
+    if source == "nvtx":
+        return None
+    by = s.get("steps_inferred_by")
+    return STEPS_FROM[source] + (f": {by}" if by else "")
+
+
+def by_thread(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per thread (where several threads have steps): steps, median period and bubble, in
+    order of the thread's first step."""
+    if "thread" not in steps.columns or steps["thread"].nunique() < 2:
+        return pd.DataFrame()
+    grouped = steps.groupby("thread", sort=False)
+    return pd.DataFrame({
+        "steps": grouped.size(),
+        "period_ns_median": grouped["period_ns"].agg(median),
+        "bubble_ns_median": grouped["bubble_ns"].agg(median),
+    })
+
+
+def steps_lines(s: dict, steps: pd.DataFrame) -> list:
+    """Where the steps came from (unless NVTX ranges) and, where several threads have steps,
+    one line a thread."""
+    lines = []
+    origin = steps_from(s)
+    if origin:
+        lines += textwrap.wrap(origin, TEXT_WIDTH, initial_indent="  steps from     ",
+                               subsequent_indent=" " * LABEL_WIDTH)
+    for thread, t in by_thread(steps).iterrows():
+        lines.append(f"  thread         {thread}: {t['steps']} steps, {ms(t['period_ns_median'])} "
+                     f"period, {us(t['bubble_ns_median'])} bubble (medians)")
+    return lines
+
+
+def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = None) -> str:
     cover = s["check_cover_median"]
     lines = [
         f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
+        *steps_lines(s, steps if steps is not None else pd.DataFrame()),
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['period_ns_median'])} period on the GPU",
         f"  GPU busy       {pct(s['gpu_util'])} of a {ms(s['window_ns'])} window "
@@ -318,9 +369,11 @@ def metrics_lines(m: dict | None) -> list:
     ]
 
 
-def metrics_text_summary(label: str, s: dict, schema: str) -> str:
+def metrics_text_summary(label: str, s: dict, schema: str,
+                         steps: pd.DataFrame | None = None) -> str:
     lines = [
         f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
+        *steps_lines(s, steps if steps is not None else pd.DataFrame()),
         "  GPU metrics only: no CUDA trace, so no gap analysis; steps are their NVTX ranges",
         f"  step time      {ms(s['step_cpu_ns_median'])} median on the host, "
         f"{ms(s['window_ns'])} window",
@@ -335,7 +388,7 @@ def metrics_text_summary(label: str, s: dict, schema: str) -> str:
 def to_text(label: str, analyses: list, schema: str) -> str:
     return "\n\n".join(
         (metrics_text_summary if isinstance(a, MetricsAnalysis) else text_summary)(
-            label, a.summary, schema)
+            label, a.summary, schema, a.steps)
         for a in analyses)
 
 
@@ -376,6 +429,11 @@ SYNC_NOTE = "sync idle share: as traced; what hiding the sync buys: the untraced
 def md_summary(a) -> str:
     s = a.summary
     rows = [(name, fmt(s[key])) for name, key, fmt in SUMMARY_ROWS]
+    if steps_from(s):
+        rows.insert(1, ("steps from", steps_from(s)))
+    rows += [(f"thread {thread}", f"{t['steps']} steps, {ms(t['period_ns_median'])} period, "
+              f"{us(t['bubble_ns_median'])} bubble (medians)")
+             for thread, t in by_thread(a.steps).iterrows()]
     if "untraced" in s:
         rows += [(name, fmt(s["untraced"][key])) for name, key, fmt in UNTRACED_ROWS]
     rows += [(f"idle: {c}", ms(s["idle_ns_by_cause"][c])) for c in CAUSES]
@@ -394,6 +452,8 @@ METRIC_STEP_COLUMNS = ("gr_active_pct", "sm_active_pct", "tensor_active_pct", "d
 
 def md_steps(a) -> str:
     base = STEP_COLUMNS if not isinstance(a, MetricsAnalysis) else ("step", "cpu_ns")
+    if not by_thread(a.steps).empty:
+        base = ("thread", *base)
     names = base + tuple(c for c in (*TWIN_STEP_COLUMNS, *METRIC_STEP_COLUMNS)
                          if c in a.steps.columns)
     header = [c.replace("_ns", " (µs)").replace("_pct", " %").replace("_gbps", " GB/s")

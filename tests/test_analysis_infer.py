@@ -176,7 +176,7 @@ def test_two_calls_each_replaying_its_own_graph_get_steps_in_both(tmp_path):
     call 1  prefill (20) | [c][G7][a][c] x3 | call 2  prefill (20) | [c][G8][a][c] x3
     """
     t = Synth()
-    for call, (at0, graph) in enumerate(((0, 7), (5000, 8))):
+    for at0, graph in ((0, 7), (5000, 8)):
         for j in range(20):
             t.launch(at0 + 10 * j, at0 + 10 * j + 2, at0 + 10 * j + 5, at0 + 10 * j + 8,
                      name=f"prefill{j}")
