@@ -15,10 +15,16 @@ CAUSE_COLORS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unkn
 PART_COLORS = {"busy": "#2ca02c", "idle_wait_ns": "#d62728", "idle_host_ns": "#ff7f0e",
                "idle_launch_ns": "#1f77b4"}
 TIMELINE_STEPS = 3
+# The timeline's row of steps, by where they came from (summary.steps_from).
+STEP_ROW = {"function": "function steps", "profiler_step": "ProfilerStep",
+            "inferred": "inferred steps"}
 
 
 def _timeline_steps(steps) -> tuple:
-    """A few steps from the middle of the window, away from the first (often slower) one."""
+    """A few steps from the middle of the window, away from the first (often slower) one; of
+    one thread, where several have steps (theirs overlap in time)."""
+    if "thread" in steps.columns and steps["thread"].nunique() > 1:
+        steps = steps[steps["thread"] == steps["thread"].value_counts(sort=True).index[0]]
     first = min(max(len(steps) // 2 - 1, 0), max(len(steps) - TIMELINE_STEPS, 0))
     chosen = steps.iloc[first:first + TIMELINE_STEPS]
     lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
@@ -53,11 +59,13 @@ def draw_timeline(ax, a) -> None:
         ax.text(rel_ms(step["cpu_start"]) + 0.05, top + 0.5, str(step["name"]), va="center",
                 fontsize=8)
     ax.set_yticks([i + 0.5 for i in range(top + 1)],
-                  [f"stream {s}" for s in streams] + ["NVTX steps"])
+                  [f"stream {s}" for s in streams] + [STEP_ROW.get(a.summary.get("steps_from"),
+                                                                   "NVTX steps")])
     ax.set_ylim(0, top + 1)
     ax.set_xlim(0, (hi - lo) / 1e6)
     ax.set_xlabel("ms")
-    ax.set_title(f"{len(chosen)} steps: GPU ops (green), idle gaps shaded by cause")
+    thread = f" of thread {chosen['thread'].iloc[0]}" if a.summary.get("threads", 1) > 1 else ""
+    ax.set_title(f"{len(chosen)} steps{thread}: GPU ops (green), idle gaps shaded by cause")
     ax.legend(loc="upper right", fontsize=7, ncol=4)
 
 
