@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from analysis.readers import load_trace
-from analysis.summary import analyze
+from analysis.steps import INFER
+from analysis.summary import Options, analyze
 from analysis.trace import KERNEL
 
 RUNS = Path(__file__).parent / "data" / "runs"
@@ -185,3 +186,38 @@ def test_node_level_captures_say_node_where_a_graph_launch_made_the_ops(run):
         assert s["graph_node_ops"] == GRAPH_LAUNCHES[name][1] * len(STEPS)
     else:
         assert (s["cuda_graph_trace"], s["graph_node_ops"]) == ("none", 0)
+
+
+# What the inference keys on in each capture, with its ranges set aside (METRICS.md, "Inferred
+# steps"): its sync (stream, or the event the ping-pong waits on), else the largest host gap;
+# one launch of the step's graph.
+INFERRED_BY = {
+    "static": "380 launches (100% the same), phase after cudaStreamSynchronize",
+    "pipelined-seed": "380 launches (100% the same), phase at the largest host gap",
+    "compiled": "199 launches (100% the same), phase after cudaStreamSynchronize",
+    "pipelined": "380 launches (100% the same), phase after cudaEventSynchronize",
+    "pipelined-compile": "199 launches (100% the same), phase after cudaEventSynchronize",
+    "nocheck": "379 launches (100% the same), phase at the largest host gap",
+    "graphed-sync": "graph launch (283 nodes)",
+    "graphed": "graph launch (283 nodes)",
+    "fused": "graph launch (162 nodes)",
+    "fused-b2": "graph launch (312 nodes)",
+}
+
+
+def test_steps_inferred_without_the_ranges_are_the_nvtx_steps(run):
+    name, trace, a = run
+    (i,) = analyze(trace, Options(step_pattern=INFER))
+    s = i.summary
+    how = INFERRED_BY[name]
+    assert s["steps_inferred_by"] == (how if how.startswith("graph")
+                                      else f"repeating sequence of {how}")
+    if name == "nocheck":
+        # No sync: cut at the largest host gap, one launch after the loop's own step begins,
+        # so the capture's first and last partial units are left out.
+        assert (s["steps"], s["period_ns_median"]) == (19, 7809069)
+        assert a.summary["period_ns_median"] == 7815085
+        return
+    assert s["steps"] == 20 and list(i.steps["ops"]) == list(a.steps["ops"])
+    columns = ["gpu_start", "gpu_end", "busy_ns", "period_ns", "bubble_ns"]
+    assert i.steps[columns].equals(a.steps[columns])
