@@ -5,7 +5,8 @@ import random
 
 import pytest
 from click.testing import CliRunner
-from synth import TID, Synth
+from synth import PID, TID, Synth
+from synth_kineto import from_synth
 
 from analysis.cli import main
 from analysis.errors import TraceError
@@ -256,9 +257,12 @@ def test_two_threads_have_one_step_sequence_each(tmp_path, infer):
     assert list(s.loc[a_rows, "period_ns"]) == [73, 200, 200, 200]
     assert list(s.loc[b_rows, "period_ns"]) == [73, 250, 250, 250]
     assert (s["period_ns"] >= 0).all()
-    # Between A's steps (ends at +78, next op at +205) B ran ops of its own: the bubble is
-    # only the time neither ran.
     assert list(s.loc[a_rows, "gpu_start"]) == [1005, 1205, 1405, 1605]
+    # Between A's steps (gpu_end at +78, the next op at +205: 127 ns) B's ops ran for 24, 15
+    # and 0 ns (3 ns each), between B's (177 ns) A's for 24, 15 and 3 (its post launch): the
+    # bubble is the time no op ran.
+    assert list(s.loc[a_rows, "bubble_ns"].fillna(-1)) == [-1, 103, 112, 127]
+    assert list(s.loc[b_rows, "bubble_ns"].fillna(-1)) == [-1, 153, 162, 174]
     assert a.summary["threads"] == 2
     assert a.summary["steps_from"] == ("inferred" if infer else "nvtx")
     if infer:
@@ -277,3 +281,53 @@ def test_function_trace_ranges_are_steps_numbered_within_their_thread(tmp_path):
     assert list(a.steps["step"]) == [1, 2, 3, 4, 5, 6]
     assert a.summary["steps_from"] == "function"
     assert list(a.steps["period_ns"])[1:] == [900, 200, 200, 200, 200]
+
+
+def test_a_kineto_trace_without_profiler_steps_gets_the_same_inferred_steps(tmp_path):
+    k = from_synth(eager_loop())
+    k.events.append({"name": "thread_name", "ph": "M", "pid": PID, "tid": TID,
+                     "args": {"name": f"thread {TID} (python3)"}})
+    (a,) = analyze(load_trace(k.write(tmp_path / "t.json")))
+    (b,) = analyse(tmp_path, eager_loop())
+    assert a.summary["steps_from"] == "inferred"
+    assert a.summary["steps_inferred_by"] == b.summary["steps_inferred_by"]
+    columns = ["step", "cpu_start", "cpu_end", "ops", "gpu_start", "gpu_end", "period_ns"]
+    assert a.steps[columns].equals(b.steps[columns])
+    # Kineto's `thread 1001 (python3)` is the OS thread's name, as nsys records it.
+    assert set(a.steps["thread"]) == {"python3"}
+    k.range("ProfilerStep#4", 900, 2100)
+    (p,) = analyze(load_trace(k.write(tmp_path / "u.json")))
+    assert (list(p.steps["step"]), p.summary["steps_from"]) == ([4], "profiler_step")
+
+
+def test_reports_show_threads_apart_and_where_the_steps_came_from(tmp_path):
+    path = two_threads(infer=True).write(tmp_path / "two.sqlite")
+    runner = CliRunner()
+    text = runner.invoke(main, ["analyze", str(path)]).output.splitlines()
+    assert text[1:5] == [
+        "  steps from     inferred from the trace (no step ranges): thread python3 (1001): "
+        "repeating sequence",
+        "                 of 8 launches (100% the same), phase after cudaStreamSynchronize; "
+        "thread python3",
+        "                 (1002): repeating sequence of 8 launches (100% the same), phase after",
+        "                 cudaStreamSynchronize",
+    ]
+    # Medians of each thread's bubbles (test_two_threads_have_one_step_sequence_each): 112, 162.
+    assert text[5:7] == [
+        "  thread         python3 (1001): 4 steps, 0.00 ms period, 0.1 µs bubble (medians)",
+        "  thread         python3 (1002): 4 steps, 0.00 ms period, 0.2 µs bubble (medians)",
+    ]
+    assert max(len(line) for line in text) <= 100
+    md = runner.invoke(main, ["analyze", str(path), "--format", "md"]).output
+    assert "| thread python3 (1002) | 4 steps, 0.00 ms period, 0.2 µs bubble (medians) |" in md
+    assert "| thread | step | ops |" in md
+    csv = runner.invoke(main, ["analyze", str(path), "--format", "csv"]).output.splitlines()
+    assert csv[0].startswith("step,name,cpu_start,cpu_end,cpu_ns,thread,ops,")
+    assert csv[1].startswith("1,Step 1 (inferred),1000,1200,200,python3 (1001),8,")
+    db = tmp_path / "runs.db"
+    assert runner.invoke(main, ["db", "add", str(db), str(path)]).exit_code == 0
+    for args in (["compare", str(path)], ["compare", "--db", str(db)]):
+        rows = {line[:29].strip(): line[29:].strip()
+                for line in runner.invoke(main, args).output.splitlines()}
+        assert rows["steps from"] == "inferred"
+        assert (rows["threads"], rows["period ms by thread"]) == ("2", "0.000 / 0.000")
