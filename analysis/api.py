@@ -111,7 +111,8 @@ def analyze_trace(path: str | Path, steps: str | None = None, check: str | None 
     """Analyse one trace: an nsys SQLite export, or a run directory (capture.sqlite + run.json).
 
     steps, check: the regexes of `--steps` and `--check` (default: run.json's, else
-    `^Step (\\d+)$` and `^Check Stop Condition$`); device: one CUDA device (default: each that
+    `^Step (\\d+)$` and `^Check Stop Condition$`; steps inferred from the trace where no range
+    matches the default, or with steps="infer"); device: one CUDA device (default: each that
     ran step ops). Raises analysis.errors.TraceError, with a one-line message, on bad input.
     """
     from analysis.report import plain

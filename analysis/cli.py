@@ -85,7 +85,9 @@ def pattern_options(f):
     f = click.option("--steps", "step_pattern", default=None,
                      help="Regex naming the step NVTX ranges; group 1 is the step index "
                           f"(default: the run's own from its run.json, else "
-                          f"{DEFAULT_STEP_PATTERN}).")(f)
+                          f"{DEFAULT_STEP_PATTERN}, and steps inferred from the trace where no "
+                          "range matches); `--steps infer`: infer them whatever ranges the "
+                          "trace has.")(f)
     return f
 
 
