@@ -9,11 +9,12 @@ Each thread that launches GPU ops is read as the sequence of its launch calls, i
 
 A thread that replays one CUDA graph again and again has a step per replay, from the launch call
 to the next one. Else the steps are the unit of p launches that the sequence of op names repeats,
-found from the names that occur once a step (their consecutive occurrences are p apart), checked
-position by position (launch i names what launch i + p names), and cut where the thread blocks
-once a unit (the stop check's sync ends a step) or, without one, at its largest recurring host
-gap. Prefill and set-up (before the repeating region) are left out; so is a first step much
-longer than the rest. Nothing repeating: no steps (the caller says so), never invented ones.
+found from the names that occur m times a step (each occurrence and the m-th next are p apart),
+checked position by position (launch i names what launch i + p names), and cut where the thread
+blocks once a unit (the stop check's sync ends a step) or, without one, at its largest recurring
+host gap. Prefill and set-up (before the repeating stretch; their op names differ) are left out;
+a slow first decode step is a step all the same. Nothing repeating: no steps (the caller says
+so), never invented ones.
 
 Everything is numpy over the launches: sorts, cumulative sums, searchsorted.
 """
@@ -34,9 +35,12 @@ MIN_AGREEMENT = 0.9
 # several steps, each with its sync).
 MIN_BLOCKED_SHARE = 0.8
 MAX_BLOCKS_PER_UNIT = 4
-# The repeats must cover this share of the thread's launches at least (a few identical
-# launches in a row, a layer's ops repeated within a step, are not steps).
+# The repeats must cover this share of the thread's launches at least (a few launches repeated
+# in set-up are not steps).
 MIN_COVER = 0.25
+# A unit of one launch is not a step (a loading thread's blocking copies, one after the other):
+# a decode step launches its forward and its sampling.
+MIN_UNIT = 2
 # Candidate units tried (those over the longest runs of one op name at a constant spacing).
 CANDIDATES = 12
 # Units whose repeats cover less than this share of the launches the best unit's cover are
@@ -247,7 +251,8 @@ def sequence_steps(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
     if n < 2 * MIN_REPEATS:
         return None, "too few launches"
     units = []  # (p, its repeating regions, longest first)
-    for p in candidate_periods(token):
+    periods = candidate_periods(token)
+    for p in periods[periods >= MIN_UNIT]:
         regions = repeating_regions(token, int(p))
         if len(regions) and (regions[:, 1] - regions[:, 0]).sum() >= MIN_COVER * n:
             units.append((int(p), regions))

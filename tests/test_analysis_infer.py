@@ -331,3 +331,13 @@ def test_reports_show_threads_apart_and_where_the_steps_came_from(tmp_path):
                 for line in runner.invoke(main, args).output.splitlines()}
         assert rows["steps from"] == "inferred"
         assert (rows["threads"], rows["period ms by thread"]) == ("2", "0.000 / 0.000")
+
+
+def test_a_thread_copying_one_blocking_copy_after_another_has_no_steps(tmp_path):
+    t = eager_loop()
+    for j in range(12):  # a loading thread: each copy a blocking cudaMemcpy, one launch each
+        t.launch(3000 + 10 * j, 3000 + 10 * j + 5, 3000 + 10 * j + 2, 3000 + 10 * j + 4,
+                 api="cudaMemcpy_v3020", kind="memcpy", tid=TID + 1, stream=9)
+    (a,) = analyse(tmp_path, t)
+    assert a.summary["threads"] == 1 and list(a.steps["cpu_start"]) == [
+        1000, 1200, 1400, 1600, 1800]
