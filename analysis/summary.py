@@ -84,7 +84,8 @@ def _device_ops(ops: pd.DataFrame, device: int) -> pd.DataFrame:
 
 
 def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: pd.DataFrame,
-                   trace: Trace, origin: dict | None = None) -> DeviceAnalysis:
+                   trace: Trace, origin: dict) -> DeviceAnalysis:
+    """One device's analysis; `origin`: where the steps came from (steps.step_ranges)."""
     busy = Coverage(ops["start"].to_numpy(), ops["end"].to_numpy())
     table = step_table(steps, ops, busy)
     table = table[table["op_records"] > 0].reset_index(drop=True)
@@ -96,7 +97,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
-                        cover, ops, origin or {"steps_from": "nvtx", "steps_inferred_by": None})
+                        cover, ops, origin)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
     summary["gpu_metrics"] = add_step_metrics(
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
