@@ -118,8 +118,12 @@ def infer_steps(trace) -> tuple:
             continue
         found.append(ranges_of(mine, bounds, tid))
         how[int(tid)] = text
+    if not reasons and not found:
+        raise TraceError(
+            f"{trace.path}: no step ranges, and no launch call of a GPU op recorded to infer "
+            "steps from; profile with `nsys profile --trace=cuda,nvtx`")
     if not found:
-        n, tid, text = max(reasons) if reasons else (0, -1, "no launch calls recorded")
+        n, tid, text = max(reasons)
         raise TraceError(
             f"{trace.path}: no step ranges, and no repeating structure to infer steps from "
             f"(thread {tid & TID_MASK}, {n} launches: {text}); mark each step with an NVTX "

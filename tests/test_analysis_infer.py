@@ -341,3 +341,12 @@ def test_a_thread_copying_one_blocking_copy_after_another_has_no_steps(tmp_path)
     (a,) = analyse(tmp_path, t)
     assert a.summary["threads"] == 1 and list(a.steps["cpu_start"]) == [
         1000, 1200, 1400, 1600, 1800]
+
+
+def test_ops_without_launch_calls_give_nothing_to_infer_from(tmp_path):
+    t = Synth()
+    for j in range(10):
+        t.op(100 + j, 10 * j, 10 * j + 5)  # no launch call recorded
+    with pytest.raises(TraceError, match="no launch call of a GPU op recorded to infer steps "
+                                         "from; profile with `nsys profile --trace=cuda,nvtx`"):
+        analyse(tmp_path, t)
