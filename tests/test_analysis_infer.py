@@ -350,3 +350,20 @@ def test_ops_without_launch_calls_give_nothing_to_infer_from(tmp_path):
     with pytest.raises(TraceError, match="no launch call of a GPU op recorded to infer steps "
                                          "from; profile with `nsys profile --trace=cuda,nvtx`"):
         analyse(tmp_path, t)
+
+
+def test_a_layers_ops_repeating_within_a_step_do_not_make_the_step(tmp_path):
+    # Ten layers of (gemm, act, norm) between embed and the sampling: the three ops repeat ten
+    # times a step, but no stretch of them spans two steps; the step is the 33 launches.
+    # No sync: the cut is at the 108 ns of Python before each embed (other gaps: 8 ns).
+    step = ("embed", *("gemm", "act", "norm") * 10, "head", "argmax")
+    t = Synth()
+    for k in range(6):
+        at = 430 * k
+        for j, name in enumerate(step):
+            t.launch(at + 10 * j, at + 10 * j + 2, at + 10 * j + 5, at + 10 * j + 8, name=name)
+    (a,) = analyse(tmp_path, t)
+    assert list(a.steps["cpu_start"]) == [0, 430, 860, 1290, 1720, 2150]
+    assert list(a.steps["ops"]) == [33] * 6
+    assert a.summary["steps_inferred_by"] == (
+        "repeating sequence of 33 launches (100% the same), phase at the largest host gap")
