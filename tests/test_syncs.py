@@ -12,7 +12,7 @@ from synth import PID, TID, Synth, causes_trace, global_tid, syncs_trace
 from analysis.cli import main
 from analysis.readers import load_trace
 from analysis.report import to_markdown, to_text
-from analysis.summary import analyze
+from analysis.summary import Options, analyze
 from analysis.syncs import COLUMNS, join_marks, outermost, parse_marks
 
 T = global_tid(PID, TID)
@@ -224,3 +224,70 @@ def test_blocked_time_is_exact_on_a_real_capture(data_dir):
     assert row.gpu_idle_after_ns == a.summary["idle_ns_by_cause"]["sync"] == 3578243
     assert row.gpu_idle_in_call_ns == a.summary["idle_ledger"]["wait_ns"]
     assert (row.blocked_ns, row.blocked_ns_median) == (220839, 10234.5)
+
+
+# A real capture (tests/data/README.md, "user/"): transformers' generate() with a static cache,
+# called twice, its forwards function-traced, with the prototype hook's marks
+# `gapscope.sync A | warn-at FILE:LINE`: FILE:LINE is the issuing frame, A a wrong one.
+HOOK = "user/gen-static-hook.sqlite"
+FORWARD = r"GPT2LMHeadModel\.forward$"
+STOP_CHECK = "/opt/torch/.venv/lib/python3.12/site-packages/transformers/generation/utils.py"
+# Independently of the join: the stream syncs whose next mark on their thread names the stop
+# check, counted and summed in SQL on the capture as recorded.
+NEXT_MARK_SQL = """
+SELECT count(*), sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r
+JOIN StringIds AS n ON n.id = r.nameId
+WHERE n.value LIKE 'cudaStreamSynchronize%' AND (
+  SELECT s.value FROM NVTX_EVENTS AS e JOIN StringIds AS s ON s.id = e.textId
+  WHERE e.eventType = 34 AND e.globalTid = r.globalTid AND e.start >= r.end
+  ORDER BY e.start LIMIT 1) LIKE '%| warn-at %/transformers/generation/utils.py:383'
+"""
+
+
+def final_format(src, dst) -> None:
+    """A copy of the capture whose marks say `gapscope.sync FILE:LINE f` (the final format;
+    the prototype's warn-at part names no function, so `f`)."""
+    dst.write_bytes(src.read_bytes())
+    con = sqlite3.connect(dst)
+    rows = con.execute("SELECT e.rowid, s.value FROM NVTX_EVENTS AS e JOIN StringIds AS s "
+                       "ON s.id = e.textId WHERE e.eventType = 34").fetchall()
+    con.executemany("UPDATE NVTX_EVENTS SET textId = NULL, text = ? WHERE rowid = ?",
+                    [(f"gapscope.sync {v.split(' | warn-at ')[1]} f", r) for r, v in rows])
+    con.commit()
+    con.close()
+
+
+def test_a_real_capture_marks_each_stream_sync_just_after_it(data_dir):
+    trace = load_trace(data_dir / HOOK)
+    marks, calls = trace.marks, outermost(trace.blocking)
+    assert len(marks) == 389 and marks["name"].str.startswith("gapscope.sync ").all()
+    at = marks.assign(name="gapscope.sync " + marks["name"].str.split(" [|] warn-at ").str[1]
+                      + " f")
+    steps = pd.DataFrame({"start": [0], "end": [2**62], "tid": calls["tid"].iloc[:1]})
+    joined = join_marks(calls, parse_marks(at), steps)
+    # Every mark names a stream sync that returned before it; no device sync has one.
+    assert (joined >= 0).sum() == 389
+    assert set(calls.loc[joined >= 0, "name"]) == {"cudaStreamSynchronize"}
+    assert (calls["name"] == "cudaStreamSynchronize").sum() == 389
+    assert (at["start"].to_numpy()[joined[joined >= 0]]
+            >= calls.loc[joined >= 0, "end"].to_numpy()).all()
+
+
+def test_a_real_generate_names_its_stop_check(data_dir, tmp_path):
+    path = tmp_path / "hook.sqlite"
+    final_format(data_dir / HOOK, path)
+    (a,) = analyze(load_trace(path), Options(step_pattern=FORWARD))
+    top = a.syncs.iloc[0]
+    assert (top["call"], top["file"], top["line"]) == ("cudaStreamSynchronize", STOP_CHECK, 383)
+    # 100 tokens in each of the two generate() calls, one check a token: 200 forwards.
+    con = sqlite3.connect(f"{(data_dir / HOOK).resolve().as_uri()}?mode=ro", uri=True)
+    assert (top["calls"], top["blocked_ns"]) == con.execute(NEXT_MARK_SQL).fetchone() \
+        == (200, 42237862)
+    assert top["calls_per_step"] == 1.0
+    # torch.cuda.synchronize() is not flagged by torch: its calls have no line.
+    unknown = a.syncs[a.syncs["file"] == "unknown"]
+    assert list(unknown["call"]) == ["cudaDeviceSynchronize"] and list(unknown["calls"]) == [14]
+    assert a.syncs["gpu_idle_after_ns"].sum() == a.summary["idle_ns_by_cause"]["sync"]
+    assert a.syncs["gpu_idle_in_call_ns"].sum() == a.summary["idle_ledger"]["wait_ns"]
+    text = to_text("gen", [a], "3.20.3").splitlines()
+    assert f"    {STOP_CHECK}:383 in f" in text and max(map(len, text)) <= 100
