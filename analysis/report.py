@@ -456,6 +456,11 @@ def sync_where(row) -> str:
     return f"{row.file}:{row.line} in {row.function}"
 
 
+def os_thread(tid: int) -> int:
+    """The OS thread id of a globalTid (pid << 24 | tid, as both readers write it)."""
+    return int(tid) & 0xFFFFFF
+
+
 def _fit(indent: str, text: str) -> str:
     """indent + text in TEXT_WIDTH columns, a long path cut from its start ("…" for it)."""
     room = TEXT_WIDTH - len(indent)
@@ -471,9 +476,11 @@ def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
     lines = [f"  syncs          {calls / steps:.2f} blocking calls a step ({calls}): "
              f"{ms(int(syncs['blocked_ns'].sum()))} blocked, "
              f"{ms(int(syncs['gpu_idle_after_ns'].sum()))} GPU idle after"]
+    threads = syncs["tid"].nunique() > 1
     for row in syncs.head(SYNC_SITES_SHOWN).itertuples(index=False):
         thread_steps = row.calls / row.calls_per_step
-        lines += [_fit("    ", sync_where(row)),
+        thread = f", thread {os_thread(row.tid)}" if threads else ""
+        lines += [_fit("    ", sync_where(row) + thread),
                   f"      {row.call} {row.calls_per_step:.2f}/step: {us(row.blocked_ns_median)} "
                   f"blocked (median), {us(row.gpu_idle_after_ns / thread_steps)}/step GPU idle "
                   "after"]
@@ -494,7 +501,7 @@ def md_syncs(a) -> str:
     header = [*(["thread"] if threads else []), "call", "where", "calls", "per step",
               "blocked (µs)", "blocked median (µs)", "GPU idle after (µs)",
               "of it in the call (µs)"]
-    rows = [[*([row.tid] if threads else []), row.call, sync_where(row), row.calls,
+    rows = [[*([os_thread(row.tid)] if threads else []), row.call, sync_where(row), row.calls,
              f"{row.calls_per_step:.2f}", f"{row.blocked_ns / 1e3:.1f}",
              f"{row.blocked_ns_median / 1e3:.1f}", f"{row.gpu_idle_after_ns / 1e3:.1f}",
              f"{row.gpu_idle_in_call_ns / 1e3:.1f}"]

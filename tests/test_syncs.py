@@ -64,13 +64,25 @@ def test_the_idle_after_the_calls_is_the_sync_idle_and_the_wait(syncs):
     assert t["gpu_idle_in_call_ns"].sum() == s["idle_ledger"]["wait_ns"] == 23
 
 
-def test_a_mark_on_another_thread_names_no_call(tmp_path):
+def test_a_mark_on_another_thread_names_that_thread_s_call_only(tmp_path):
     t = syncs_trace()
-    # The other thread has steps too: its mark still joins none of this thread's calls.
+    # A second thread with a step of its own (its op inside k1, so the gaps stay), and a sync
+    # 160-166 that its mark at 169 follows: the device sync 150-168 still has no line.
     t.range("Step 1", 0, 100, tid=TID + 1)
+    t.launch(20, 22, 25, 35, tid=TID + 1, stream=8)
+    t.call("cudaStreamSynchronize_v3020", 160, 166, tid=TID + 1)
     (a,) = analyze(load_trace(t.write(tmp_path / "t.sqlite")))
-    device_sync = a.syncs[a.syncs["call"] == "cudaDeviceSynchronize"]
-    assert list(device_sync["file"]) == ["unknown"]
+    rows = a.syncs[["tid", "call", "file", "line", "calls", "calls_per_step", "blocked_ns",
+                    "gpu_idle_after_ns"]]
+    assert rows.astype(object).values.tolist() == [
+        [T, "cudaStreamSynchronize", "/src/gen.py", 41, 2, 1.0, 50, 30],
+        [T, "cudaDeviceSynchronize", "unknown", pd.NA, 1, 0.5, 18, 15],
+        [T, "cudaMemcpy", "/src/gen.py", 57, 1, 0.5, 15, 15],
+        [T + 1, "cudaStreamSynchronize", "/src/gen.py", 99, 1, 1.0, 6, 0]]
+    text = to_text("t", [a], "3.20.3")
+    assert f"    /src/gen.py:41 in decode, thread {TID}" in text.splitlines()
+    assert f"| {TID + 1} | cudaStreamSynchronize | /src/gen.py:99 in elsewhere |" in \
+        to_markdown("t", [a])
 
 
 def test_without_marks_every_call_is_listed_with_an_unknown_line(tmp_path):
