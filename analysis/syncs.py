@@ -38,16 +38,19 @@ def parse_marks(marks: pd.DataFrame) -> pd.DataFrame:
     """The hook's marks as start, tid, file, line, function; other marks, and any whose message
     does not parse, left out. The function is the last word (Python names have no spaces), the
     line the number after the path's last colon (a path may hold spaces and colons)."""
-    rows = []
-    for start, tid, name in marks[["start", "tid", "name"]].itertuples(index=False, name=None):
-        if not name.startswith(MARK_PREFIX):
-            continue
-        where, _, function = name[len(MARK_PREFIX):].rpartition(" ")
-        file, _, line = where.rpartition(":")
-        if file and function and line.isdigit():
-            rows.append((start, tid, file, int(line), function))
-    out = pd.DataFrame(rows, columns=["start", "tid", "file", "line", "function"])
-    return out.astype({"start": np.int64, "tid": np.int64, "line": np.int64})
+    named = marks[marks["name"].astype(str).str.startswith(MARK_PREFIX)]
+    if named.empty:
+        return pd.DataFrame({"start": pd.Series(dtype=np.int64), "tid": pd.Series(dtype=np.int64),
+                             "file": pd.Series(dtype=object), "line": pd.Series(dtype=np.int64),
+                             "function": pd.Series(dtype=object)})
+    body = named["name"].astype(str).str.slice(len(MARK_PREFIX))
+    where = body.str.rpartition(" ")
+    file = where[0].str.rpartition(":")
+    ok = ((file[0] != "") & (where[2] != "") & file[2].str.fullmatch("[0-9]+")).to_numpy(bool)
+    return pd.DataFrame({
+        "start": named["start"].to_numpy(np.int64)[ok], "tid": named["tid"].to_numpy(np.int64)[ok],
+        "file": file[0].to_numpy(object)[ok], "line": file[2][ok].astype(np.int64).to_numpy(),
+        "function": where[2].to_numpy(object)[ok]})
 
 
 def outermost(blocking: pd.DataFrame) -> pd.DataFrame:
@@ -107,7 +110,10 @@ def _join_following(call_start: np.ndarray, call_seg: np.ndarray, mark_start: np
     them joins the last k calls since the previous mark, in order (an op that synced twice
     warns twice when it returns); a mark no call came before then joins the first call after
     it that no mark joined. A call at the same instant as a mark comes first."""
-    joined = np.full(len(call_start), -1, dtype=np.int64)
+    joined = [-1] * len(call_start)
+    # Python lists: the loop reads one value at a time, which numpy makes slow.
+    call_start, call_seg = call_start.tolist(), call_seg.tolist()
+    mark_start, mark_seg = mark_start.tolist(), mark_seg.tolist()
     left, pending, c, m = [], [], 0, 0
     while m < len(mark_start):
         while c < len(call_start) and call_start[c] <= mark_start[m]:
@@ -123,13 +129,17 @@ def _join_following(call_start: np.ndarray, call_seg: np.ndarray, mark_start: np
             joined[call] = m + j
         left.extend(range(m + n, r))
         pending, m = [], r
-    followed = len(mark_start) - len(left)
+    # The marks left over, in time order, each take the first call at or after it that no mark
+    # took, if that call is in its segment (later ones, segments being in time order, are not).
+    free = [i for i, mark in enumerate(joined) if mark < 0]
+    p = 0
     for mark in left:
-        free = np.flatnonzero((joined < 0) & (call_start >= mark_start[mark])
-                              & (call_seg == mark_seg[mark]))
-        if len(free):
-            joined[free[0]] = mark
-    return joined, followed
+        while p < len(free) and call_start[free[p]] < mark_start[mark]:
+            p += 1
+        if p < len(free) and call_seg[free[p]] == mark_seg[mark]:
+            joined[free[p]] = mark
+            p += 1
+    return np.array(joined, dtype=np.int64), len(mark_start) - len(left)
 
 
 def counted(calls: pd.DataFrame, steps: pd.DataFrame, window: tuple) -> np.ndarray:

@@ -134,6 +134,11 @@ def test_marks_before_their_calls_name_them_too():
     assert joined_lines([(10, 20), (30, 40)], [(5, 1), (25, 2)]) == [1, 2]
 
 
+def test_a_mark_no_call_came_before_names_the_next_unmarked_call():
+    # 25 follows 10-20, which 21 already names: it takes 30-40, which no mark follows.
+    assert joined_lines([(10, 20), (30, 40), (50, 60)], [(21, 1), (25, 2), (61, 3)]) == [1, 2, 3]
+
+
 def test_two_marks_after_an_op_that_synced_twice_name_its_calls_in_order():
     assert joined_lines([(10, 20), (22, 30)], [(31, 1), (32, 2)]) == [1, 2]
 
