@@ -5,7 +5,7 @@ the step stays close to HF's and in fp32 it differs only in summation order.
 _gemv_kernel: out = x W^T for B <= BLOCK_M rows (a GEMV: memory-bound, one program per BLOCK_N
     output columns, the whole K loop in it: no split-K, no second kernel), with, by constexpr:
     NORM      RMSNorm of x in the prologue (each program sums x^2 of the B rows: they sit in L2)
-    HAS_BIAS  + bias in the epilogue
+    HAS_BIAS  + bias in the epilogue (HAS_BIAS2: + b2 for W2)
     GLU       a second weight W2 (the up projection): out = silu(x W^T + b) * (x W2^T + b2)
     RESIDUAL  out += the product, in place (out is the residual stream x)
     ARGMAX    no output: each program's row maxima and their columns (the greedy token's partials)
@@ -25,7 +25,8 @@ if triton is not None:
     @triton.jit
     def _gemv_kernel(x_ptr, nw_ptr, w_ptr, w2_ptr, b_ptr, b2_ptr, out_ptr, pmax_ptr, pidx_ptr,
                      B, N, K, s_x, s_w, s_w2, s_out, s_p, eps,
-                     NORM: tl.constexpr, HAS_BIAS: tl.constexpr, GLU: tl.constexpr,
+                     NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS2: tl.constexpr,
+                     GLU: tl.constexpr,
                      RESIDUAL: tl.constexpr, ARGMAX: tl.constexpr, IEEE: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
         pid = tl.program_id(0)
@@ -68,8 +69,8 @@ if triton is not None:
                     acc2 = tl.dot(xk, tl.trans(wk2), acc2)
         if HAS_BIAS:
             acc += tl.load(b_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
-            if GLU:
-                acc2 += tl.load(b2_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
+        if HAS_BIAS2:
+            acc2 += tl.load(b2_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
         out = acc.to(dt)  # the GEMM's output in the dtype, as cuBLAS rounds it
         if ARGMAX:
             logits = tl.where(cols[None, :], out.to(tl.float32), float("-inf"))

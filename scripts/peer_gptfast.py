@@ -8,8 +8,8 @@ imported from there, nothing of it is copied here. The shape is its `stories110M
 12 heads, no GQA, SwiGLU 2048, vocab 32000, untied), random weights on both sides; our side reads
 the equivalent transformers LlamaConfig, which this script writes to WORKDIR/stories110M/.
 
-Each (batch, side) runs in processes of its own, interleaved (gpt-fast, ours, gpt-fast, ...,
-`--processes` rounds); each process warms up, then times `--repeats` decodes and reports their
+Each (batch, side) runs in processes of its own, interleaved (round 1: gpt-fast and ours at each
+batch, then round 2, ...: `--processes` rounds); each process warms up, then times `--repeats` decodes and reports their
 median. Decode only, on both sides, between two CUDA events:
   gpt-fast  its Transformer.from_name("stories110M"), setup_caches, its eager prefill of the BOS
             token, then its decode_n_tokens() for new_tokens - 1 tokens with decode_one_token under
@@ -31,6 +31,7 @@ import sys
 import tempfile
 import types
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,8 +128,8 @@ def compare(args) -> dict:
     runs = {}
     with tempfile.TemporaryDirectory(prefix="peer-gptfast-") as tmp:
         model_dir = write_config(args.workdir or Path(tmp))
-        for b in batches(args):
-            for i in range(args.processes):
+        for i in range(args.processes):  # rounds outermost: a run cut short has every batch
+            for b in batches(args):
                 for side in sides:
                     r = run_worker(args, side, b, model_dir)
                     runs.setdefault(f"{b}/{side}", []).append(r)
@@ -146,6 +147,7 @@ def compare(args) -> dict:
                      "ms_per_token_median": med, "min": min(ms), "max": max(ms),
                      "ci95": median_ci(ms, rng), "floor_ms_per_token": floor_ms,
                      "floor_pct": 100 * floor_ms / med, "speedup_vs_gpt_fast": base / med,
+                     "tokens_equal_kv": rs[0].get("tokens_equal_kv"),
                      "sampling": rs[0]["sampling"], "span": rs[0]["span"]})
     return {"config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
                        if k not in ("worker", "batch", "model_dir")},
@@ -155,17 +157,20 @@ def compare(args) -> dict:
 
 def table(report: dict) -> str:
     head = (f"{'batch':>5} {'side':<14}{'procs':>6}{'ms/token':>10}{'min-max':>16}"
-            f"{'95% CI':>18}{'% floor':>9}{'speedup':>9}")
+            f"{'95% CI':>18}{'% floor':>9}{'speedup':>9}{'=kv':>7}")
     lines = [head, "-" * len(head)]
     for r in report["rows"]:
         lo, hi = r["ci95"]
+        agree = "-" if r["tokens_equal_kv"] is None else f"{r['tokens_equal_kv']:.2f}"
         lines.append(f"{r['batch']:>5} {r['side']:<14}{r['processes']:>6}"
                      f"{r['ms_per_token_median']:>10.3f}{r['min']:>9.3f}-{r['max']:<6.3f}"
                      f"{f'[{lo:.3f}, {hi:.3f}]':>18}{r['floor_pct']:>9.1f}"
-                     f"{r['speedup_vs_gpt_fast']:>8.2f}x")
+                     f"{r['speedup_vs_gpt_fast']:>8.2f}x{agree:>7}")
     lines.append("ms/token: the median over processes of each one's median; min-max: the "
                  "processes'")
-    lines.append("speedup: gpt-fast's median / the side's; sampling, and the span timed:")
+    lines.append("speedup: gpt-fast's median / the side's; =kv: the share of its tokens equal to "
+                 "kv's")
+    lines.append("(same process, same weights); sampling, and the span timed:")
     for r in report["rows"]:
         if r["batch"] == report["rows"][0]["batch"]:
             lines.append(f"  {r['side']}: {r['sampling']}")
@@ -273,7 +278,7 @@ def ours_worker(args) -> dict:
     import torch
 
     from harness.config import RunConfig, validate
-    from harness.instrument import ProfilerWindow
+    from harness.instrument import ProfilerWindow, no_window
     from harness.model import weight_bytes
     from harness.run import load_model, make_decoder
 
@@ -290,8 +295,11 @@ def ours_worker(args) -> dict:
         return window.timeline.marks["start"].elapsed_time(window.timeline.marks["end"]) / n
 
     dtype = next(model.parameters()).dtype
-    return measure(once, args, "greedy (argmax), then the stop schedule's bookkeeping",
-                   f"steps 1-{n} of the decoder", weight_bytes(model), args.worker, dtype)
+    report = measure(once, args, "greedy (argmax), then the stop schedule's bookkeeping",
+                     f"steps 1-{n} of the decoder", weight_bytes(model), args.worker, dtype)
+    tokens = decode(no_window())["tokens"]
+    ref = make_decoder(model, replace(cfg, variant="kv"))(no_window())["tokens"]
+    return report | {"tokens_equal_kv": float((tokens == ref)[:, 1:].float().mean())}
 
 
 def measure(once, args, sampling: str, span: str, weights: int, floor_variant: str, dtype) -> dict:

@@ -55,7 +55,7 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
 
     def worker(args, side, batch, model_dir):
         order.append((batch, side))
-        ms = times[side][sum(1 for b, s in order if s == side and b == batch) - 1] * batch
+        ms = times[side][order.count((batch, side)) - 1] * batch
         return {"ms_per_token_median": ms, "floor_ms_per_token": 0.05, "sampling": "s",
                 "span": "x", "versions": {}}
 
@@ -63,7 +63,7 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
     args = peer.parse(["--gpt-fast", str(fake_checkout(tmp_path)), "--variants", "fused",
                        "--batches", "1,2"])
     report = peer.compare(args)
-    assert order == [(1, "gpt-fast"), (1, "fused")] * 3 + [(2, "gpt-fast"), (2, "fused")] * 3
+    assert order == [(1, "gpt-fast"), (1, "fused"), (2, "gpt-fast"), (2, "fused")] * 3
     rows = {(r["batch"], r["side"]): r for r in report["rows"]}
     assert rows[1, "gpt-fast"]["ms_per_token_median"] == 0.45
     assert (rows[1, "fused"]["min"], rows[1, "fused"]["max"]) == (0.20, 0.30)

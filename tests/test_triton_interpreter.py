@@ -75,8 +75,9 @@ for b in (1, 3):
     bias, bias2, norm = torch.randn(n), torch.randn(n), (nw, 1e-5)
     torch.testing.assert_close(*both(O.norm_linear, x, norm, w, bias), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(*both(O.norm_linear, x, norm, w, None), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(*both(O.norm_glu, x, norm, w, w2, bias, bias2), rtol=1e-5,
-                               atol=1e-5)
+    for b2 in (bias2, None):  # the up projection's bias apart from the gate's
+        torch.testing.assert_close(*both(O.norm_glu, x, norm, w, w2, bias, b2), rtol=1e-5,
+                                   atol=1e-5)
     res, y = torch.randn(b, n), torch.randn(b, c)
     res_ref = res.clone()
     O.use_triton = lambda t: False
