@@ -55,7 +55,8 @@ def norm_linear(x, norm: tuple, w, bias=None) -> torch.Tensor:
 
 
 def norm_glu(x, norm: tuple, w_gate, w_up, b_gate=None, b_up=None) -> torch.Tensor:
-    """x: [B, K] -> silu(h W_gate^T + b) * (h W_up^T + b) [B, I], h = rms(x) (the MLP's first half)."""
+    """x: [B, K] -> silu(h W_gate^T + b) * (h W_up^T + b) [B, I], h = rms(x): the MLP's first
+    half."""
     if not use_triton(x):
         h = rms_ref(x, norm)
         return F.silu(F.linear(h, w_gate, b_gate)) * F.linear(h, w_up, b_up)

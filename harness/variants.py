@@ -9,9 +9,9 @@
     pipelined-seed  the article's ping-pong as written, no event wait: UNSAFE, may read a stale flag
     deferred        pipelined's deferred check on one stream: what the second stream buys
     check-every-k   .item() every K steps only: fewer syncs, overshoot < K
-    graphed         our own step (gpt2, llama, qwen2, mistral) in one CUDA graph, deferred check
+    graphed         own step in a CUDA graph, deferred check: gpt2, llama, qwen2, mistral (not phi)
     graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
-    fused           graphed with Triton kernels, 8 ops a layer (GPT-2), 5 (llama family): the best
+    fused           graphed with Triton kernels, 8 ops a layer on GPT-2, 5 on the Llama family
     nocheck         no stop check at all, all N steps: the bound
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """

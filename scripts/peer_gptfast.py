@@ -9,12 +9,13 @@ imported from there, nothing of it is copied here. The shape is its `stories110M
 the equivalent transformers LlamaConfig, which this script writes to WORKDIR/stories110M/.
 
 Each (batch, side) runs in processes of its own, interleaved (round 1: gpt-fast and ours at each
-batch, then round 2, ...: `--processes` rounds); each process warms up, then times `--repeats` decodes and reports their
-median. Decode only, on both sides, between two CUDA events:
+batch, then round 2, ...: `--processes` rounds); each process warms up, then times `--repeats`
+decodes and reports their median. Decode only, on both sides, between two CUDA events:
   gpt-fast  its Transformer.from_name("stories110M"), setup_caches, its eager prefill of the BOS
             token, then its decode_n_tokens() for new_tokens - 1 tokens with decode_one_token under
             torch.compile(mode="reduce-overhead", fullgraph=True), as its generate.py --compile;
-            its sampling (top-k 200, temperature 0.8: generate.py's defaults; --top-k, --temperature)
+            its sampling (top-k 200, temperature 0.8: generate.py's defaults; --top-k,
+            --temperature)
   ours      `python -m harness`'s decoder of the variant: the events at the start of step 1 and the
             end of step new_tokens (`--stop none`: every step runs); greedy (argmax), with the stop
             schedule's bookkeeping on the device
@@ -95,7 +96,8 @@ def batches(args) -> list[int]:
     try:
         out = [int(b) for b in args.batches.split(",")]
     except ValueError:
-        raise PeerError(f"--batches must be comma-separated integers, got {args.batches!r}") from None
+        raise PeerError(f"--batches must be comma-separated integers, got {args.batches!r}"
+                        ) from None
     return out
 
 
@@ -121,8 +123,9 @@ def run_worker(args, side: str, batch: int, model_dir: Path) -> dict:
 
 
 def compare(args) -> dict:
-    from harness.processes import median_ci, SEED
     import numpy as np
+
+    from harness.processes import SEED, median_ci
 
     sides = [GPT_FAST, *args.variants.split(",")]
     runs = {}
@@ -275,7 +278,6 @@ class LoopSpan:
 
 
 def ours_worker(args) -> dict:
-    import torch
 
     from harness.config import RunConfig, validate
     from harness.instrument import ProfilerWindow, no_window
