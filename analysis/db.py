@@ -5,6 +5,7 @@
     steps    one row per step   } keyed by (run_id, device); `row` is the position in the run,
     gaps     one row per gap    } since step names may repeat (several generate() calls)
     streams  one row per stream }
+    syncs    one row per sync site (thread, blocking call, Python line)
 
 A run is its trace's content: adding the same trace again (from any path) replaces its rows.
 A key no earlier run had becomes a new column (sqlite-utils' `alter=True`). METRICS.md documents
@@ -34,6 +35,7 @@ CHILD_TABLES = {
     "steps": lambda a: a.steps,
     "gaps": lambda a: a.gaps,
     "streams": lambda a: a.streams,
+    "syncs": lambda a: a.syncs,
 }
 INDEXES = {
     "runs": [["config_variant", "config_batch"], ["trace"]],

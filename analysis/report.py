@@ -14,6 +14,7 @@ import pandas as pd
 
 from analysis.errors import TraceError
 from analysis.summary import CAUSES, LEDGER, MetricsAnalysis, median
+from analysis.syncs import UNKNOWN
 
 
 def plain(value):
@@ -71,6 +72,7 @@ def analysis_dict(a, frames: bool = False) -> dict:
             "pairs": records(a.pairs),
             "checks": records(a.checks),
         },
+        "syncs": records(a.syncs),
     }
 
 
@@ -152,7 +154,7 @@ def to_json(analyses: list) -> str:
     return "".join(json_chunks(analyses))
 
 
-TABLES = ("steps", "gaps", "streams")
+TABLES = ("steps", "gaps", "streams", "syncs")
 CSV_CHUNK_ROWS = 200_000
 
 
@@ -194,13 +196,14 @@ def _csv_cells(series: pd.Series) -> list:
 
 
 def csv_chunks(analyses: list, table: str = "steps"):
-    """`analyze --format csv`: one table (steps, gaps or streams), one row per step, gap or
-    stream, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a second: pandas'
-    to_csv takes seconds)."""
+    """`analyze --format csv`: one table (steps, gaps, streams or syncs), one row per step, gap,
+    stream or sync site, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a
+    second: pandas' to_csv takes seconds)."""
     if table != "steps" and any(isinstance(a, MetricsAnalysis) for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
-                         "gaps or streams; --table steps prints its per-step metrics")
-    frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams}
+                         "gaps, streams or syncs; --table steps prints its per-step metrics")
+    frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams,
+              "syncs": lambda a: a.syncs}
     out = pd.concat([frames[table](a).assign(device=a.device) for a in analyses],
                     ignore_index=True)
     if not all(_csv_fast(out[c]) for c in out.columns):
@@ -387,8 +390,10 @@ def metrics_text_summary(label: str, s: dict, schema: str,
 
 def to_text(label: str, analyses: list, schema: str) -> str:
     return "\n\n".join(
-        (metrics_text_summary if isinstance(a, MetricsAnalysis) else text_summary)(
-            label, a.summary, schema, a.steps)
+        metrics_text_summary(label, a.summary, schema, a.steps)
+        if isinstance(a, MetricsAnalysis)
+        else "\n".join([text_summary(label, a.summary, schema, a.steps),
+                        *sync_lines(a.syncs, a.summary["steps"])])
         for a in analyses)
 
 
@@ -498,6 +503,76 @@ def md_floor(a) -> str:
     return md_table([f"bandwidth floor, device {a.device}", "value"], rows)
 
 
+# The syncs table's text: the sites that block longest, then how many more there are.
+SYNC_SITES_SHOWN = 3
+TEXT_WIDTH = 100
+SYNC_HINT = ("capture with `gapscope profile` (or scripts/profile.sh) to name the lines: it "
+             "marks each sync")
+
+
+def sync_where(row) -> str:
+    """A sync site as file:line in function, or why it has none."""
+    if row.file == UNKNOWN:
+        return "line unknown (no gapscope.sync mark)"
+    return f"{row.file}:{row.line} in {row.function}"
+
+
+def os_thread(tid: int) -> int:
+    """The OS thread id of a globalTid (pid << 24 | tid, as both readers write it)."""
+    return int(tid) & 0xFFFFFF
+
+
+def _fit(indent: str, text: str) -> str:
+    """indent + text in TEXT_WIDTH columns, a long path cut from its start ("…" for it)."""
+    room = TEXT_WIDTH - len(indent)
+    return indent + (text if len(text) <= room else "…" + text[len(text) - room + 1:])
+
+
+def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
+    """The blocking calls inside the steps (analysis/syncs.py): totals, then the sites that
+    block longest, each its line and its numbers."""
+    if syncs.empty:
+        return ["  syncs          no blocking call inside the steps"]
+    calls = int(syncs["calls"].sum())
+    lines = [f"  syncs          {calls / steps:.2f} blocking calls a step ({calls}): "
+             f"{ms(int(syncs['blocked_ns'].sum()))} blocked, "
+             f"{ms(int(syncs['gpu_idle_after_ns'].sum()))} GPU idle after"]
+    threads = syncs["tid"].nunique() > 1
+    for row in syncs.head(SYNC_SITES_SHOWN).itertuples(index=False):
+        thread_steps = row.calls / row.calls_per_step
+        thread = f", thread {os_thread(row.tid)}" if threads else ""
+        lines += [_fit("    ", sync_where(row) + thread),
+                  f"      {row.call} {row.calls_per_step:.2f}/step: {us(row.blocked_ns_median)} "
+                  f"blocked (median), {us(row.gpu_idle_after_ns / thread_steps)}/step GPU idle "
+                  "after"]
+    if len(syncs) > SYNC_SITES_SHOWN:
+        lines.append(f"    and {len(syncs) - SYNC_SITES_SHOWN} more (--format md, or csv "
+                     "--table syncs)")
+    if (syncs["file"] == UNKNOWN).all():
+        lines.append(f"    {SYNC_HINT}")
+    return lines
+
+
+def md_syncs(a) -> str:
+    """The syncs table, every site; a thread column where the steps ran on several."""
+    syncs = a.syncs
+    if syncs.empty:
+        return "No blocking call inside the steps."
+    threads = syncs["tid"].nunique() > 1
+    header = [*(["thread"] if threads else []), "call", "where", "calls", "per step",
+              "blocked (µs)", "blocked median (µs)", "GPU idle after (µs)",
+              "of it in the call (µs)"]
+    rows = [[*([os_thread(row.tid)] if threads else []), row.call, sync_where(row), row.calls,
+             f"{row.calls_per_step:.2f}", f"{row.blocked_ns / 1e3:.1f}",
+             f"{row.blocked_ns_median / 1e3:.1f}", f"{row.gpu_idle_after_ns / 1e3:.1f}",
+             f"{row.gpu_idle_in_call_ns / 1e3:.1f}"]
+            for row in syncs.itertuples(index=False)]
+    text = f"Blocking calls inside the steps, device {a.device}:\n\n" + md_table(header, rows)
+    if (syncs["file"] == UNKNOWN).all():
+        text += f"\n\nNo line is known: {SYNC_HINT}."
+    return text
+
+
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
@@ -508,5 +583,5 @@ def to_markdown(label: str, analyses: list) -> str:
             parts.append(md_summary(a))
             if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
                 parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
-            parts += [SYNC_NOTE, md_metrics(a), md_floor(a), md_steps(a)]
+            parts += [SYNC_NOTE, md_syncs(a), md_metrics(a), md_floor(a), md_steps(a)]
     return "\n\n".join(p for p in parts if p) + "\n"

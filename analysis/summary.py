@@ -20,6 +20,7 @@ from analysis.steps import (
     step_table,
 )
 from analysis.streams import check_cover, stream_table, window_busy_ns
+from analysis.syncs import empty_syncs, sync_table
 from analysis.trace import GRAPH, Trace, op_names
 
 LEDGER = ("wait_ns", "host_ns", "launch_ns")
@@ -44,6 +45,7 @@ class DeviceAnalysis:
     pairs: pd.DataFrame
     checks: pd.DataFrame
     ops: pd.DataFrame
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
 
 
 def median(values) -> float | None:
@@ -88,6 +90,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     """One device's analysis; `origin`: where the steps came from (steps.step_ranges)."""
     busy = Coverage(ops["start"].to_numpy(), ops["end"].to_numpy())
     table = step_table(steps, ops, busy)
+    on_device = steps[table["op_records"].to_numpy() > 0]
     table = table[table["op_records"] > 0].reset_index(drop=True)
     window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
     gaps = split_gaps(find_gaps(ops, window), trace.blocking)
@@ -102,7 +105,8 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     summary["gpu_metrics"] = add_step_metrics(
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
         _peak(trace, device), "gpu span")
-    return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops)
+    syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
+    return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops, syncs)
 
 
 def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
@@ -211,6 +215,7 @@ class MetricsAnalysis:
     steps: pd.DataFrame
     gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     streams: pd.DataFrame = field(default_factory=pd.DataFrame)
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
 
 
 def analyze_metrics(trace: Trace, options: Options = Options()) -> list:

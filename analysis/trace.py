@@ -54,6 +54,11 @@ def empty_calls() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("start", "end", "tid", "corr")})
 
 
+def empty_marks() -> pd.DataFrame:
+    return pd.DataFrame({"start": pd.Series(dtype=np.int64), "tid": pd.Series(dtype=np.int64),
+                         "name": pd.Series(dtype=object)})
+
+
 def empty_metrics() -> pd.DataFrame:
     return pd.DataFrame({"timestamp": pd.Series(dtype=np.int64),
                          "device": pd.Series(dtype=np.int64),
@@ -74,6 +79,8 @@ class Trace:
     (GRAPH_LAUNCH_CALLS), start, end, tid, corr: an op one of them launched that is not a GRAPH
     op is a graph node recorded on its own (empty where the reader cannot tell). `dram_peaks`:
     device -> (peak DRAM bytes/s or None, its source), for the devices that have metrics.
+    `marks`: NVTX marks (instant events), start, tid, name; gapscope's hook names each
+    synchronizing call's Python line so (analysis.syncs); empty where the reader has none.
     `thread_names`: thread (a `tid` as above) -> the name the capture recorded for it (the OS
     thread's name), for the threads that have one."""
 
@@ -87,4 +94,5 @@ class Trace:
     gpu_metrics: pd.DataFrame = field(default_factory=empty_metrics)
     graph_launches: pd.DataFrame = field(default_factory=empty_calls)
     dram_peaks: dict = field(default_factory=dict)
+    marks: pd.DataFrame = field(default_factory=empty_marks)
     thread_names: dict = field(default_factory=dict)

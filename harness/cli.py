@@ -37,7 +37,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         f"ARCH[:SIZE] with ARCH {', '.join(ARCHS)} and SIZE {' or '.join(SIZES)} (small, the "
         "default: 100-150M; tiny: CPU tests); gpt2 is gpt2:small (124M), tiny is gpt2:tiny; "
         "or a directory with a config.json (and weights, else seeded random ones). graphed, "
-        "graphed-sync and fused are GPT-2 only"))
+        "graphed-sync and fused run gpt2, llama, qwen2 and mistral"))
     p.add_argument("--batch", type=int, default=32, help="sequences decoded together")
     p.add_argument("--new-tokens", type=int, default=100, help="tokens generated per sequence")
     p.add_argument("--dtype", default="fp32", help="fp32 or bf16")

@@ -16,7 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ARCHS = ("gpt2", "llama", "qwen2", "mistral", "phi")
 SIZES = ("tiny", "small")
 ALIASES = {"tiny": "gpt2:tiny", "gpt2": "gpt2:small"}
-OWN_STEP_FAMILY = "gpt2"  # graphed, graphed-sync and fused run our own GPT-2 step
+# graphed, graphed-sync and fused run our own step: GPT-2's, or the Llama family's
+OWN_STEP_FAMILIES = ("gpt2", "llama", "qwen2", "mistral")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 

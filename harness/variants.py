@@ -9,9 +9,9 @@
     pipelined-seed  the article's ping-pong as written, no event wait: UNSAFE, may read a stale flag
     deferred        pipelined's deferred check on one stream: what the second stream buys
     check-every-k   .item() every K steps only: fewer syncs, overshoot < K
-    graphed         our own GPT-2 step in one CUDA graph, deferred check: launch cost gone
+    graphed         own step in a CUDA graph, deferred check: gpt2, llama, qwen2, mistral (not phi)
     graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
-    fused           graphed with 8 ops a layer (Triton attention, no memsets): the best we made
+    fused           graphed with Triton kernels, 8 ops a layer on GPT-2, 5 on the Llama family
     nocheck         no stop check at all, all N steps: the bound
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """
@@ -32,6 +32,8 @@ from harness.config import ConfigError, RunConfig, branch_count, check_every, co
 from harness.decode import advance, deferred_loop, sync_loop
 from harness.fused_step import fused_step, new_fused_cache, split
 from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
+from harness.llama_fused import check_fused, fused_llama_step, new_fused_llama
+from harness.llama_step import LLAMA_FAMILIES, check_llama, llama_logits, new_llama_cache
 from harness.triton_ops import missing_triton
 
 
@@ -257,27 +259,41 @@ def _deferred(model, cfg: RunConfig, st: dict, n_streams: int, wait_event: bool)
 
 
 def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True):
-    """Our own GPT-2 step, with the deferred check or (deferred=False) .item() every step;
-    graph=False runs it eagerly (on the CPU too)."""
-    kv_cache = new_kv_cache(model, cfg.batch, cfg.new_tokens)
-    logits = gpt2_logits
+    """Our own step (GPT-2's, or the Llama family's), with the deferred check or
+    (deferred=False) .item() every step; graph=False runs it eagerly (on the CPU too)."""
+    if llama_family(model):
+        check_llama(model, cfg.new_tokens)
+        kv_cache, logits = new_llama_cache(model, cfg.batch, cfg.new_tokens), llama_logits
+    else:
+        kv_cache, logits = new_kv_cache(model, cfg.batch, cfg.new_tokens), gpt2_logits
     if compile_mode(cfg) != "none":
         # Compiled for its fused kernels (fewer, so a shorter graph); captured below like eager.
         torch._dynamo.reset()
-        logits = torch.compile(gpt2_logits, mode=compile_mode(cfg), fullgraph=True)
+        logits = torch.compile(logits, mode=compile_mode(cfg), fullgraph=True)
+    step = logits
 
     def eager():
-        return advance(st, logits(model, kv_cache, st["token"], st["pos"]))
+        return advance(st, step(model, kv_cache, st["token"], st["pos"]))
 
     return _graphed_loop(st, cfg, eager, graph, deferred)
 
 
-def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool):
-    """The fused step (harness/fused_step.py) over branch_count(cfg) micro-batches, each on a
-    stream of its own on CUDA; graph=False runs it eagerly (on the CPU: Triton's references)."""
+def llama_family(model) -> bool:
+    return model.config.model_type in LLAMA_FAMILIES
+
+
+def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool, gemv: bool | None = None):
+    """The fused step (harness/fused_step.py for GPT-2, over branch_count(cfg) micro-batches, each
+    on a stream of its own on CUDA; harness/llama_fused.py for the Llama family, its GEMV path
+    up to 16 rows unless `gemv` says otherwise); graph=False runs it eagerly (on the CPU:
+    Triton's references)."""
     device = st["ids"].device.type
     if why := missing_triton(device):
         raise ConfigError(why)
+    if llama_family(model):
+        check_fused(model, cfg.new_tokens, branch_count(cfg) or 1)
+        kv = new_fused_llama(model, cfg.batch, cfg.new_tokens, gemv)
+        return _graphed_loop(st, cfg, lambda: fused_llama_step(model, kv, st), graph, True)
     kv_cache = new_fused_cache(model, cfg.batch, cfg.new_tokens)
     parts = split(cfg.batch, branch_count(cfg) or 1)
     streams = [torch.cuda.Stream() if device == "cuda" and len(parts) > 1 else None

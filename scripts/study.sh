@@ -34,7 +34,8 @@
 # --parts and --captures split one study over several GPUs or sessions (same --dir): each part
 # writes its own files, and a part already done in DIR is kept, not run again.
 # --model runs every bench and capture on another family (harness/model.py: llama, qwen2, ...);
-# the GPT-2-only variants (graphed, graphed-sync, fused) are then left out.
+# our own step's variants (graphed, graphed-sync, fused) run on gpt2, llama, qwen2 and mistral
+# and are left out for the others (phi); fused's micro-batches (fused+bN) are GPT-2's only.
 set -euo pipefail
 
 budget=full
@@ -73,8 +74,13 @@ common=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high --repea
   --model "$model")
 gpt2=1
 case $model in gpt2 | gpt2:* | tiny) ;; *) gpt2=0 ;; esac
-# VARIANTS (comma-separated) without the GPT-2-only ones when the study's model is another family.
-generic() { if [ "$gpt2" = 1 ]; then echo "$1"; else echo "$1" | tr , '\n' | grep -vE '^(graphed|graphed-sync|fused)$' | paste -sd, -; fi; }
+own=$gpt2  # our own step runs here: harness/model.py's OWN_STEP_FAMILIES (a directory: its model_type)
+case $model in llama | llama:* | qwen2 | qwen2:* | mistral | mistral:*) own=1 ;; esac
+if [ -d "$model" ]; then
+  own=$("$PY" -c 'import sys; from harness.model import OWN_STEP_FAMILIES as F, model_family as f; print(int(f(sys.argv[1]) in F))' "$model")
+fi
+# VARIANTS (comma-separated) without our own step's when the study's model has none.
+generic() { if [ "$own" = 1 ]; then echo "$1"; else echo "$1" | tr , '\n' | grep -vE '^(graphed|graphed-sync|fused)$' | paste -sd, -; fi; }
 
 want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 say() { printf '[study %4ds] %s\n' "$SECONDS" "$*"; }
@@ -136,7 +142,8 @@ if want capture; then
   for c in "${names[@]}"; do
     i=$((i + 1))
     variant=${c%%+*}
-    case "$variant" in graphed* | fused) [ "$gpt2" = 1 ] || continue ;; esac
+    case "$variant" in graphed* | fused) [ "$own" = 1 ] || continue ;; esac
+    case "$c" in fused+b*) [ "$gpt2" = 1 ] || continue ;; esac
     opts=(--batch 32 --new-tokens 100 --dtype fp32 --matmul-precision high --model "$model")
     case "$c" in
       *+compile) opts+=(--compile default) ;;

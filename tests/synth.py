@@ -64,6 +64,7 @@ METRIC_TYPE_ID = 0x10A00
 OP_TABLE = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
             "memset": "CUPTI_ACTIVITY_KIND_MEMSET", "graph": "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"}
 GRAPH_LAUNCH = "cudaGraphLaunch_v10000"
+NVTX_MARK = 34  # NvtxMark in nsys's NVTX_EVENTS
 
 
 @dataclass
@@ -92,6 +93,16 @@ class Synth:
               registered: bool = True, event_type: int = 59) -> None:
         text, text_id = (None, self.string(name)) if registered else (name, None)
         self.nvtx.append((start, end, event_type, text, global_tid(pid, tid), None, text_id, 0))
+
+    def mark(self, name: str, start: int, tid: int = TID, pid: int = PID,
+             registered: bool = False) -> None:
+        """An NVTX mark (an instant: no end), its message as text or a registered string."""
+        text, text_id = (None, self.string(name)) if registered else (name, None)
+        self.nvtx.append((start, None, NVTX_MARK, text, global_tid(pid, tid), None, text_id, 0))
+
+    def sync_mark(self, where: str, start: int, tid: int = TID, **kw) -> None:
+        """The mark gapscope's hook leaves after a synchronizing call: `FILE:LINE FUNCTION`."""
+        self.mark(f"gapscope.sync {where}", start, tid=tid, **kw)
 
     def call(self, name: str, start: int, end: int, tid: int = TID, pid: int = PID,
              corr: int | None = None) -> int:
@@ -239,3 +250,38 @@ def rank_traces(early_ns: int = 0) -> list[Synth]:
                 t.launch(lo + j - d, lo + j + 1 - d, start - d, end - d, name=name)
         traces.append(t)
     return traces
+
+
+def syncs_trace(scale: int = 1) -> Synth:
+    """Two steps on one thread with three sync sites (worked out in tests/test_syncs.py); each
+    sync drains the device inside the call, which returns 5 (8 for the device sync) later:
+
+    time     0    15   40 45   55   70 75   85 95  110  115  130 135  145  160 168 175 190
+    steps    [Step 1 ..........................][Step 2 .................................]
+    syncs         [ss 15-45]  [memcpy 60-75]        [ss 115-135]  [dev 150-168]   [dev 250-260]
+    marks               ^46 gen.py:41 ^76 gen.py:57         ^136 gen.py:41    ^169 other thread
+    ops           [k1 20-40] [k2 55-70] [k3 85-95] [k4 110-130] [k5 145-160] [k6 175-190]
+
+    `scale` multiplies every time (1000: the same in µs, for the text's figures).
+    """
+    t = Synth()
+    x = scale
+    t.range("Step 1", 0, 100 * x)
+    t.range("Step 2", 100 * x, 200 * x)
+    t.launch(10 * x, 12 * x, 20 * x, 40 * x, name="k1")
+    t.call("cudaStreamSynchronize_v3020", 15 * x, 45 * x)
+    t.sync_mark("/src/gen.py:41 decode", 46 * x)
+    t.launch(50 * x, 52 * x, 55 * x, 70 * x, name="k2")
+    t.call("cudaMemcpy_v3020", 60 * x, 75 * x)
+    t.sync_mark("/src/gen.py:57 check", 76 * x, registered=True)
+    t.launch(80 * x, 82 * x, 85 * x, 95 * x, name="k3")
+    t.launch(105 * x, 107 * x, 110 * x, 130 * x, name="k4")
+    t.call("cudaStreamSynchronize_v3020", 115 * x, 135 * x)
+    t.sync_mark("/src/gen.py:41 decode", 136 * x)
+    t.launch(140 * x, 142 * x, 145 * x, 160 * x, name="k5")
+    # torch.cuda.synchronize(): torch's sync debug mode does not warn, so no mark.
+    t.call("cudaDeviceSynchronize_v3020", 150 * x, 168 * x)
+    t.sync_mark("/src/gen.py:99 elsewhere", 169 * x, tid=TID + 1)
+    t.launch(170 * x, 172 * x, 175 * x, 190 * x, name="k6")
+    t.call("cudaDeviceSynchronize_v3020", 250 * x, 260 * x)  # after the steps and the window
+    return t

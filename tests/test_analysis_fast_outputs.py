@@ -14,6 +14,7 @@ from analysis import report
 from analysis.api import load_and_analyse
 from analysis.cli import main
 from analysis.runs import Run
+from analysis.syncs import empty_syncs
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"
@@ -141,7 +142,7 @@ def test_scratch_files_carry_text_with_gaps_and_leave_nothing_behind(monkeypatch
     steps = pd.DataFrame({"step": [1, 2], "busy_ns": [1.5, np.nan]})  # floats: bound
     streams = pd.DataFrame({"stream": pd.array([7, None], dtype="Int64")})  # missing: bound
     analysis = Table(0, summary={"device": 0, "gaps": 4}, steps=steps, gaps=gaps,
-                     streams=streams)
+                     streams=streams, syncs=empty_syncs())
     run = Run(trace, "synthetic")
     written = spy_scratch(monkeypatch)
     dumps = []

@@ -46,7 +46,8 @@ def harness(*args: str) -> subprocess.CompletedProcess:
     (dict(dtype="fp16"), "--dtype must be one of fp32, bf16"),
     (dict(gpu_sleep_cycles=1000, device="cpu"), "--gpu-sleep-cycles needs --device cuda"),
     (dict(model="llama:huge"), "--model must be ARCH[:SIZE] (gpt2, llama, qwen2, mistral, phi;"),
-    (dict(variant="fused", model="qwen2"), "fused runs our own GPT-2 step: --model qwen2 is qwen2"),
+    (dict(variant="fused", model="phi"), "fused runs our own step, written for gpt2, llama, qwen2, "
+                                          "mistral: --model phi is phi, whose parallel"),
 ])
 def test_meaningless_combinations_are_rejected(kw, message):
     with pytest.raises(ConfigError) as err:
@@ -82,8 +83,9 @@ def test_variant_defaults_resolve_compile_and_k():
     (["bench", "--variants", "kv,naive", "--compile", "default", *TINY],
      "gapscope: error: --compile default means nothing for kv"),
     (["launch"], "gapscope: error: argument command: invalid choice: 'launch'"),
-    (["run", "--variant", "graphed-sync", "--out", "x", "--model", "llama:tiny"],
-     "gapscope: error: graphed-sync runs our own GPT-2 step: --model llama:tiny is llama"),
+    (["run", "--variant", "graphed-sync", "--out", "x", "--model", "phi:tiny"],
+     "gapscope: error: graphed-sync runs our own step, written for gpt2, llama, qwen2, mistral: "
+     "--model phi:tiny is phi"),
     (["bench", "--variants", "kv", "--json", "/nonexistent/b.json", *TINY],
      "gapscope: error: --json /nonexistent/b.json: no directory /nonexistent"),
     (["bench", "--variants", "kv", "--repeats", "0", *TINY],

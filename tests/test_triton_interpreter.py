@@ -1,4 +1,5 @@
-"""The Triton kernels of the fused step, run by Triton's CPU interpreter against their references.
+"""The Triton kernels of the fused steps (GPT-2's, the Llama family's), run by Triton's CPU
+interpreter against their references.
 
 Skipped where Triton is not installed (CPU builds of torch come without it); the GPU tests
 (test_gpu_triton_ops.py) check the compiled kernels. The interpreter must be switched on before
@@ -52,11 +53,100 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None,
-                    reason="needs Triton (CPU builds of torch come without it)")
-def test_triton_kernels_match_their_references_in_the_interpreter():
+# harness/llama_ops.py's wrappers launch the kernels where use_triton() says so: here, on CPU
+# tensors, under the interpreter. fp32 at "highest" (IEEE dots); the tables as rope_tables makes
+# them (cos halves equal, sin's first half negated).
+LLAMA_CHECK = r"""
+import torch
+from harness import llama_ops as O
+from harness.decode import new_state
+
+def both(fn, *args):
+    O.use_triton = lambda t: False
+    ref = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    O.use_triton = lambda t: True
+    return fn(*args), ref
+
+torch.manual_seed(0)
+torch.set_float32_matmul_precision("highest")
+for b in (1, 3):
+    c, n = 40, 70
+    x, w, w2, nw = torch.randn(b, c), torch.randn(n, c), torch.randn(n, c), torch.randn(c)
+    bias, bias2, norm = torch.randn(n), torch.randn(n), (nw, 1e-5)
+    torch.testing.assert_close(*both(O.norm_linear, x, norm, w, bias), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(*both(O.norm_linear, x, norm, w, None), rtol=1e-5, atol=1e-5)
+    for b2 in (bias2, None):  # the up projection's bias apart from the gate's
+        torch.testing.assert_close(*both(O.norm_glu, x, norm, w, w2, bias, b2), rtol=1e-5,
+                                   atol=1e-5)
+    res, y = torch.randn(b, n), torch.randn(b, c)
+    res_ref = res.clone()
+    O.use_triton = lambda t: False
+    O.linear_residual(y, w, bias, res_ref)
+    O.use_triton = lambda t: True
+    O.linear_residual(y, w, bias, res)
+    torch.testing.assert_close(res, res_ref, rtol=1e-5, atol=1e-5)
+    head = torch.randn(1000, c)
+    pmax, pidx = O.norm_argmax(x, norm, head)
+    assert pmax.shape == (b, 63)  # 1000 columns, 16 a program
+    greedy = torch.nn.functional.linear(O.rms_ref(x, norm), head).argmax(-1)
+    assert torch.equal(pidx.gather(1, pmax.argmax(1, keepdim=True))[:, 0], greedy)
+for h, kvh, d in ((6, 2, 16), (4, 4, 24)):  # GQA; a head dim whose half is no power of two
+    slots = 150
+    half_c, half_s = torch.randn(slots, d // 2), torch.randn(slots, d // 2)
+    cos, sin = torch.cat([half_c, half_c], 1), torch.cat([-half_s, half_s], 1)
+    for pos in (0, 5, 63, 64, 149):
+        for qb in (None, torch.randn((h + 2 * kvh) * d)):
+            qkv = torch.randn(3, (h + 2 * kvh) * d)
+            kc, vc = torch.randn(3, kvh, slots, d), torch.randn(3, kvh, slots, d)
+            kr, vr = kc.clone(), vc.clone()
+            p = torch.tensor([pos])
+            O.use_triton = lambda t: False
+            ref = O.rope_attention(qkv, qb, cos, sin, kr, vr, p, h, kvh, 0.25)
+            O.use_triton = lambda t: True
+            out = O.rope_attention(qkv, qb, cos, sin, kc, vc, p, h, kvh, 0.25)
+            torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+            assert torch.equal(kc, kr) and torch.equal(vc, vr), (d, pos)  # slot pos, exactly
+gu, gb = torch.randn(3, 100) * 3, torch.randn(100)
+torch.testing.assert_close(*both(O.silu_mul, gu, gb), rtol=1e-5, atol=1e-6)
+# The greedy pick and the bookkeeping: 5 rows, a stop schedule, EOS ids 2 and 3, a tie across
+# blocks (the first wins), a row that picks EOS id 3 itself; three steps.
+pm, pi = torch.randn(5, 300), torch.randint(4, 5000, (5, 300))
+pm[2, 7] = pm[2, 250] = 99.0
+pi[4, pm[4].argmax()] = 3
+states = [new_state(5, 6, torch.tensor([1, 3, 6, 9, 2]), "cpu", 0, 1, (2, 3)) for _ in range(2)]
+flag = torch.zeros(1, dtype=torch.bool)
+for step in range(3):
+    O.use_triton = lambda t: False
+    ref_flag = O.advance_partials(states[0], pm, pi, None)
+    O.use_triton = lambda t: True
+    O.advance_partials(states[1], pm, pi, flag)
+    for key in ("ids", "token", "pos", "finished", "done"):
+        assert torch.equal(states[0][key], states[1][key]), (step, key)
+    assert bool(flag) == bool(ref_flag)
+assert states[1]["ids"][:, 1].tolist()[2] == pi[2, 7] and states[1]["finished"][4]
+print("ok")
+"""
+
+
+def interpret(check: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", CHECK], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+NO_TRITON = pytest.mark.skipif(importlib.util.find_spec("triton") is None,
+                               reason="needs Triton (CPU builds of torch come without it)")
+
+
+@NO_TRITON
+def test_triton_kernels_match_their_references_in_the_interpreter():
+    proc = interpret(CHECK)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "ok"
+
+
+@NO_TRITON
+def test_llama_kernels_match_their_references_in_the_interpreter():
+    proc = interpret(LLAMA_CHECK)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "ok"

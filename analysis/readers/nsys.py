@@ -33,6 +33,8 @@ NVTX_STARTEND = 60
 NVTXT_PUSHPOP = 70
 NVTXT_STARTEND = 71
 RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+# An instant event (nvtxMark): NvtxMark in nsys's schema reference.
+NVTX_MARK = 34
 
 OP_TABLES = {
     KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -342,6 +344,28 @@ def read_thread_names(con: sqlite3.Connection, tables: set) -> dict:
     return {int(tid): str(name) for tid, name in con.execute(THREAD_NAMES_SQL).fetchall()}
 
 
+# Marks, named as ranges are (text, or the registered string through textId).
+MARKS_SQL = """
+SELECT e.start, IFNULL(e.globalTid, -1), {name}
+FROM NVTX_EVENTS AS e {join}
+WHERE e.eventType = {mark}
+"""
+
+
+def read_marks(con: sqlite3.Connection) -> pd.DataFrame:
+    """The NVTX marks: start, tid, name ("" where a mark has no message)."""
+    has_text_id = "textId" in _columns(con, "NVTX_EVENTS")
+    sql = MARKS_SQL.format(
+        name="COALESCE(e.text, s.value)" if has_text_id else "e.text",
+        join="LEFT JOIN StringIds AS s ON s.id = e.textId" if has_text_id else "",
+        mark=NVTX_MARK,
+    )
+    marks = pd.DataFrame(con.execute(sql).fetchall(), columns=["start", "tid", "name"])
+    marks[["start", "tid"]] = marks[["start", "tid"]].astype(np.int64)
+    marks["name"] = marks["name"].fillna("").astype(object)
+    return marks
+
+
 def read_strings(con: sqlite3.Connection) -> dict:
     return dict(con.execute("SELECT id, value FROM StringIds").fetchall())
 
@@ -367,6 +391,7 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
             blocking=blocking,
             ranges=read_ranges(con),
             strings=strings,
+            marks=read_marks(con),
             graph_launches=graph_launches,
             gpu_metrics=metrics,
             dram_peaks=read_dram_peaks(con, tables, sorted(metrics["device"].unique())),

@@ -1,0 +1,100 @@
+"""The fused Llama-family step (llama, qwen2, mistral): HF's weights, 5 kernels a layer, in one
+CUDA graph with `graphed`'s loop.
+
+Up to GEMV_MAX_BATCH (16) rows, per layer (x is the residual stream, updated in place):
+    qkv = norm_linear(x)       RMSNorm in the GEMV's prologue, q/k/v bias in its epilogue  (Triton)
+    y = rope_attention(qkv)    rotary on q and k, K/V written at pos, GQA, online softmax  (Triton)
+    x += y W_o^T               a GEMV with the residual add in its epilogue                (Triton)
+    g = norm_glu(x)            RMSNorm, gate and up GEMVs side by side, silu(gate) * up    (Triton)
+    x += g W_down^T                                                                        (Triton)
+then the head, whose GEMV keeps only each program's row maxima and their columns (no logits
+written), and one kernel that picks the greedy token from them and does the step's bookkeeping.
+With the embedding that is 5 L + 3 kernels a step, none of them a split-K reduction or a memset.
+The GEMVs read the model's own weights; only `graphed`'s joined QKV copy is used (one GEMV).
+
+More rows: cuBLAS GEMMs (joined QKV, joined gate/up) between the same attention kernel, a Triton
+silu(gate) * up and torch's one-kernel RMSNorm: 8 kernels a layer.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from harness.config import ConfigError
+from harness.llama_ops import (
+    GEMV_MAX_BATCH,
+    advance_partials,
+    linear_residual,
+    norm_argmax,
+    norm_glu,
+    norm_linear,
+    rope_attention,
+    silu_mul,
+)
+from harness.llama_step import check_llama, new_llama_cache
+
+
+def check_fused(model, new_tokens: int, branches: int) -> None:
+    check_llama(model, new_tokens)
+    act = getattr(model.config, "hidden_act", "silu")
+    if act != "silu":
+        raise ConfigError(f"fused computes the gated MLP with silu, not the config's {act!r}")
+    if branches != 1:
+        raise ConfigError("fused runs the Llama family in one branch: --branches 1 "
+                          "(micro-batches are GPT-2's)")
+
+
+def new_fused_llama(model, batch: int, max_len: int, gemv: bool | None = None) -> dict:
+    """The step's cache and weights; `gemv` (default: batch <= GEMV_MAX_BATCH) picks the path."""
+    kv = new_llama_cache(model, batch, max_len)
+    kv["gemv"] = batch <= GEMV_MAX_BATCH if gemv is None else gemv
+    kv["flag"] = torch.zeros(1, dtype=torch.bool, device=kv["k"].device)
+    return kv
+
+
+def fused_llama_step(model, kv: dict, st: dict) -> torch.Tensor:
+    """One decode step; returns the all-finished flag [1] bool."""
+    m = model.model
+    pos = st["pos"]
+    x = m.embed_tokens(st["token"][:, 0])  # [B, C]: the residual stream, updated in place
+    for layer, block in enumerate(m.layers):
+        attn, mlp = block.self_attn, block.mlp
+        w_qkv, b_qkv = kv["qkv"][layer]
+        if kv["gemv"]:
+            qkv, b_qkv = norm_linear(x, _norm(block.input_layernorm), w_qkv, b_qkv), None
+        else:
+            qkv = _rms(block.input_layernorm, x) @ w_qkv.t()  # its bias: in the attention kernel
+        y = rope_attention(qkv, b_qkv, kv["cos"], kv["sin"], kv["k"][layer], kv["v"][layer], pos,
+                           kv["heads"], kv["kv_heads"], attn.scaling)  # [B, H D]
+        _residual(kv, y, attn.o_proj, x)
+        if kv["gemv"]:
+            g = norm_glu(x, _norm(block.post_attention_layernorm), mlp.gate_proj.weight,
+                         mlp.up_proj.weight, mlp.gate_proj.bias, mlp.up_proj.bias)
+        else:
+            w_gu, b_gu = kv["gate_up"][layer]
+            g = silu_mul(_rms(block.post_attention_layernorm, x) @ w_gu.t(), b_gu)
+        _residual(kv, g, mlp.down_proj, x)
+    head = model.lm_head
+    if kv["gemv"]:
+        pmax, pidx = norm_argmax(x, _norm(m.norm), head.weight, head.bias)
+    else:
+        pmax, pidx = F.linear(_rms(m.norm, x), head.weight, head.bias).max(-1, keepdim=True)
+    return advance_partials(st, pmax, pidx, kv["flag"])
+
+
+def _norm(norm) -> tuple:
+    return norm.weight, norm.variance_epsilon
+
+
+def _rms(norm, x: torch.Tensor) -> torch.Tensor:
+    return F.rms_norm(x, x.shape[-1:], norm.weight, norm.variance_epsilon)
+
+
+def _residual(kv: dict, y: torch.Tensor, proj, x: torch.Tensor) -> None:
+    """x += proj(y): a Triton GEMV, or cuBLAS's GEMM with the add as its beta=1 (no bias: torch
+    would send a GEMM with one to cuBLASLt, whose split-K memsets cost µs in a graph)."""
+    if kv["gemv"]:
+        linear_residual(y, proj.weight, proj.bias, x)
+        return
+    x.addmm_(y, proj.weight.t())
+    if proj.bias is not None:
+        x.add_(proj.bias)

@@ -1,0 +1,184 @@
+"""The fused Llama-family step's ops: each runs its Triton kernel (harness/llama_kernels.py) on
+CUDA and its torch reference elsewhere. The CPU tests run the step's algebra on the references;
+the GPU tests (and Triton's interpreter, where Triton is installed) check kernels against them.
+
+Block sizes were measured on the H200 (bf16, the stories110M shape, 100 tokens, fused ms/token at
+batch 1 / 8, one process each): K by 128, 4 warps, 4 stages 0.433 / 0.455; K by 64 0.423 / 0.431;
+2 warps 0.376 / 0.407; 8 warps 0.409 / 0.421; twice the columns 0.420 / 0.439; K by 256 with 3
+stages 0.356 / 0.381, the one kept. A program per 16-64 output columns keeps 48-500 in flight.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from harness.decode import advance_tokens
+from harness.llama_kernels import triton
+from harness.triton_ops import use_triton
+
+if triton is not None:
+    from harness.llama_kernels import (
+        _advance_kernel,
+        _gemv_kernel,
+        _rope_attention_kernel,
+        _silu_mul_kernel,
+    )
+
+GEMV_MAX_BATCH = 16  # rows one GEMV program holds (a tl.dot's least M); more rows: cuBLAS GEMMs
+GEMV_BLOCK_K = 256
+GEMV_WARPS = 4
+GEMV_STAGES = 3
+ATTN_BLOCK_T = 64  # cache slots per iteration of the attention's online softmax
+SILU_BLOCK = 1024
+ADVANCE_CHUNK = 256  # head partials per iteration of the greedy pick
+
+
+def gemv_block_n(n: int) -> int:
+    """Output columns per GEMV program: narrow blocks for narrow outputs, so that a 768-wide
+    projection still runs on 48 SMs."""
+    return 128 if n >= 65536 else 64 if n >= 8192 else 32 if n >= 4096 else 16
+
+
+def rms_ref(x: torch.Tensor, norm: tuple) -> torch.Tensor:
+    """HF's RMSNorm: fp32 inside, rounded to the dtype, then times the weight."""
+    weight, eps = norm
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def norm_linear(x, norm: tuple, w, bias=None) -> torch.Tensor:
+    """x: [B, K] -> rms(x) W^T + bias [B, N] (the QKV projection)."""
+    if not use_triton(x):
+        return F.linear(rms_ref(x, norm), w, bias)
+    out = x.new_empty(x.shape[0], w.shape[0])
+    _gemv(x, w, norm=norm, bias=bias, out=out)
+    return out
+
+
+def norm_glu(x, norm: tuple, w_gate, w_up, b_gate=None, b_up=None) -> torch.Tensor:
+    """x: [B, K] -> silu(h W_gate^T + b) * (h W_up^T + b) [B, I], h = rms(x): the MLP's first
+    half."""
+    if not use_triton(x):
+        h = rms_ref(x, norm)
+        return F.silu(F.linear(h, w_gate, b_gate)) * F.linear(h, w_up, b_up)
+    out = x.new_empty(x.shape[0], w_gate.shape[0])
+    _gemv(x, w_gate, norm=norm, bias=b_gate, w2=w_up, bias2=b_up, out=out)
+    return out
+
+
+def linear_residual(y, w, bias, x) -> None:
+    """x += y W^T + bias, in place (the o and down projections with their residual add)."""
+    if not use_triton(x):
+        x.add_(F.linear(y, w, bias))
+        return
+    _gemv(y, w, bias=bias, out=x, residual=True)
+
+
+def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head without its logits: (row maxima, their columns) [B, blocks], one per GEMV program
+    (the references: one block)."""
+    if not use_triton(x):
+        return F.linear(rms_ref(x, norm), w, bias).max(-1, keepdim=True)
+    blocks = triton.cdiv(w.shape[0], gemv_block_n(w.shape[0]))
+    pmax = x.new_empty(x.shape[0], blocks, dtype=torch.float32)
+    pidx = x.new_empty(x.shape[0], blocks, dtype=torch.long)
+    _gemv(x, w, norm=norm, bias=bias, argmax=(pmax, pidx))
+    return pmax, pidx
+
+
+def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=False,
+          argmax=None) -> None:
+    b, k = x.shape
+    n = w.shape[0]
+    assert b <= GEMV_MAX_BATCH and x.stride(1) == 1 and w.stride(1) == 1
+    bn = gemv_block_n(n)
+    pmax, pidx = argmax if argmax is not None else (x, x)
+    out = out if out is not None else x
+    nw, eps = norm if norm is not None else (x, 0.0)
+    _gemv_kernel[(triton.cdiv(n, bn),)](
+        x, nw, w, w2 if w2 is not None else w, bias if bias is not None else w,
+        bias2 if bias2 is not None else w, out, pmax, pidx, b, n, k, x.stride(0), w.stride(0),
+        (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
+        NORM=norm is not None, HAS_BIAS=bias is not None, HAS_BIAS2=bias2 is not None,
+        GLU=w2 is not None, RESIDUAL=residual,
+        ARGMAX=argmax is not None, IEEE=_ieee(x), BLOCK_M=16, BLOCK_N=bn,
+        BLOCK_K=GEMV_BLOCK_K, num_warps=GEMV_WARPS, num_stages=GEMV_STAGES)
+
+
+def _ieee(t: torch.Tensor) -> bool:
+    """fp32 at "highest": no TF32 in the tensor-core dots (as cuBLAS then uses none)."""
+    return t.dtype == torch.float32 and torch.get_float32_matmul_precision() == "highest"
+
+
+def rope_attention(qkv, bias, cos, sin, k_cache, v_cache, pos, heads: int, kv_heads: int,
+                   scale: float) -> torch.Tensor:
+    """qkv: [B, (H + 2 KV) D] (bias not yet added, or None), cos/sin: [T, D] (sin's first half
+    negated), caches [B, KV, T, D], pos [1] -> [B, H D]. Writes rotated k and v at pos."""
+    b = qkv.shape[0]
+    d = k_cache.shape[-1]
+    if not use_triton(qkv):
+        return rope_attention_ref(qkv, bias, cos, sin, k_cache, v_cache, pos, heads, kv_heads,
+                                  scale)
+    out = qkv.new_empty(b, heads * d)
+    assert qkv.stride(1) == 1 and k_cache.stride(3) == 1 and k_cache.stride() == v_cache.stride()
+    _rope_attention_kernel[(b, heads)](
+        qkv, bias if bias is not None else qkv, cos, sin, k_cache, v_cache, out, pos,
+        qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), out.stride(0),
+        scale, H=heads, KVH=kv_heads, HALF=d // 2, HALF_P=triton.next_power_of_2(d // 2),
+        HAS_BIAS=bias is not None, BLOCK_T=ATTN_BLOCK_T)
+    return out
+
+
+def rope_attention_ref(qkv, bias, cos, sin, k_cache, v_cache, pos, heads: int, kv_heads: int,
+                       scale: float) -> torch.Tensor:
+    b = qkv.shape[0]
+    d = k_cache.shape[-1]
+    if bias is not None:
+        qkv = qkv + bias
+    qk = qkv[:, : (heads + kv_heads) * d].view(b, heads + kv_heads, d)
+    qk = qk * cos[pos] + qk.roll(d // 2, -1) * sin[pos]  # [B, H + KV, D]
+    q, k = qk.split([heads, kv_heads], dim=1)
+    v = qkv[:, (heads + kv_heads) * d :].view(b, kv_heads, d)
+    k_cache.index_copy_(2, pos, k[:, :, None])
+    v_cache.index_copy_(2, pos, v[:, :, None])
+    slots = torch.arange(k_cache.shape[2], device=qkv.device)  # [T]
+    q = q.reshape(b, kv_heads, heads // kv_heads, d)
+    scores = torch.einsum("bkgd,bktd->bkgt", q, k_cache) * scale  # [B, KV, G, T]
+    scores = scores.masked_fill(slots > pos, float("-inf"))
+    y = torch.einsum("bkgt,bktd->bkgd", scores.softmax(-1), v_cache)
+    return y.reshape(b, heads * d)
+
+
+def silu_mul(gu: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """gu: [B, 2I] (gate, up side by side; bias not yet added, or None) -> silu(gate) * up."""
+    if not use_triton(gu):
+        if bias is not None:
+            gu = gu + bias
+        gate, up = gu.chunk(2, dim=-1)
+        return F.silu(gate) * up
+    assert gu.is_contiguous()
+    b, width = gu.shape[0], gu.shape[1] // 2
+    out = gu.new_empty(b, width)
+    _silu_mul_kernel[(triton.cdiv(b * width, SILU_BLOCK),)](
+        gu, bias if bias is not None else gu, out, b * width, width, HAS_BIAS=bias is not None,
+        BLOCK=SILU_BLOCK)
+    return out
+
+
+def advance_partials(st: dict, pmax: torch.Tensor, pidx: torch.Tensor,
+                     flag: torch.Tensor) -> torch.Tensor:
+    """decode.advance_tokens from the head's partials [B, blocks]: the greedy token (the first
+    column of the row's maximum), then the bookkeeping; returns the all-finished flag [1] bool
+    (on CUDA written into `flag`)."""
+    if not use_triton(pmax):
+        return advance_tokens(st, pidx.gather(1, pmax.argmax(1, keepdim=True))[:, 0])
+    if st["sleep_cycles"]:
+        torch.cuda._sleep(st["sleep_cycles"])  # test-only: a slow GPU lets the host run ahead
+    b, blocks = pmax.shape
+    e = st["eos_ids"].numel()
+    _advance_kernel[(1,)](
+        pmax, pidx, blocks, pmax.stride(0), st["ids"], st["ids"].stride(0), st["token"],
+        st["pos"], st["finished"].view(torch.uint8), st["done"].view(torch.uint8), st["stops"],
+        st["eos_ids"], flag.view(torch.uint8), b, e, st["eos"],
+        BLOCK_B=max(2, triton.next_power_of_2(b)), CHUNK=ADVANCE_CHUNK,
+        BLOCK_E=max(2, triton.next_power_of_2(e)))
+    return flag

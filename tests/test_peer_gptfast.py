@@ -1,0 +1,72 @@
+"""scripts/peer_gptfast.py without a GPU: its config is gpt-fast's stories110M, its options are
+checked in one line, and its summary of interleaved processes (the workers stubbed)."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = importlib.util.spec_from_file_location("peer_gptfast", ROOT / "scripts/peer_gptfast.py")
+peer = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(peer)
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    (tmp_path / "gpt-fast").mkdir()
+    for name in ("model.py", "generate.py"):
+        (tmp_path / "gpt-fast" / name).write_text("")
+    return tmp_path / "gpt-fast"
+
+
+def test_the_config_has_stories110m_parameters(tmp_path):
+    # gpt-fast's stories110M: per layer wqkv 3 x 768^2, wo 768^2, w1/w3/w2 3 x 768 x 2048, two
+    # norms; embeddings and output 32000 x 768 each (untied); the final norm.
+    layer = 4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768
+    expected = 12 * layer + 2 * 32000 * 768 + 768
+    assert expected == 134_105_856
+    config = LlamaConfig.from_pretrained(peer.write_config(tmp_path))
+    with __import__("torch").device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    assert sum(p.numel() for p in model.parameters()) == expected
+    assert (config.num_key_value_heads, config.rope_theta if hasattr(config, "rope_theta")
+            else config.rope_parameters["rope_theta"]) == (12, 10000.0)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "no model.py and generate.py (a gpt-fast checkout)"),
+    (["--variants", "fused,nope"], "unknown variant 'nope'"),
+    (["--processes", "0"], "--processes and --repeats must be >= 1"),
+])
+def test_bad_options_exit_2_in_one_line(tmp_path, extra, message):
+    checkout = tmp_path / "none" if not extra else fake_checkout(tmp_path)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/peer_gptfast.py"), "--gpt-fast",
+                           str(checkout), *extra], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr
+
+
+def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatch):
+    order = []
+    times = {"gpt-fast": [0.50, 0.40, 0.45], "fused": [0.30, 0.20, 0.25]}
+
+    def worker(args, side, batch, model_dir):
+        order.append((batch, side))
+        ms = times[side][order.count((batch, side)) - 1] * batch
+        return {"ms_per_token_median": ms, "floor_ms_per_token": 0.05, "sampling": "s",
+                "span": "x", "versions": {}}
+
+    monkeypatch.setattr(peer, "run_worker", worker)
+    args = peer.parse(["--gpt-fast", str(fake_checkout(tmp_path)), "--variants", "fused",
+                       "--batches", "1,2"])
+    report = peer.compare(args)
+    assert order == [(1, "gpt-fast"), (1, "fused"), (2, "gpt-fast"), (2, "fused")] * 3
+    rows = {(r["batch"], r["side"]): r for r in report["rows"]}
+    assert rows[1, "gpt-fast"]["ms_per_token_median"] == 0.45
+    assert (rows[1, "fused"]["min"], rows[1, "fused"]["max"]) == (0.20, 0.30)
+    assert rows[2, "fused"]["speedup_vs_gpt_fast"] == pytest.approx(0.90 / 0.50)
+    assert rows[1, "fused"]["floor_pct"] == pytest.approx(20.0)
+    assert max(len(line) for line in peer.table(report).splitlines()) <= 100
