@@ -192,7 +192,10 @@ def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
     cases = [
         (("analyze", tmp_path), "a run directory needs capture.sqlite (no .sqlite file there)"),
         (("analyze", tmp_path / "missing.sqlite"), "missing.sqlite: no such file or directory"),
-        (("analyze", STATIC, "--steps", "^Iteration"), "no NVTX range matches the step pattern"),
+        (("analyze", STATIC, "--steps", "^Iteration"),
+         f"{STATIC}: no NVTX range matches the steps pattern (--steps / steps=) '^Iteration'; "
+         "the ranges seen, by name (N: any number): 'Step N' ×20, 'Model Forward' ×20, "
+         "'Check Stop Condition' ×20 (`gapscope ranges TRACE` lists every name"),
         (("compare", STATIC, tmp_path / "nope"), "nope: no such file or directory"),
         (("report", tmp_path / "nope", "-o", tmp_path / "out"), "no such file or directory"),
     ]
