@@ -233,7 +233,8 @@ def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_patt
 
         for a in analyses:
             path = Path(plot) if len(analyses) == 1 else _device_path(Path(plot), a.device)
-            _write(lambda p, a=a: plot_analysis(a, run.label, p), path)
+            _write(lambda p, a=a: plot_analysis(a, run.label, p, run.untraced_ms_per_step()),
+                   path)
             click.echo(f"gapscope: wrote {path}", err=True)
     if perfetto:
         _write_perfetto(Path(perfetto), [(run.label, analyses, loaded.strings, loaded.blocking)])
@@ -473,8 +474,8 @@ def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, devi
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GapscopeError(f"{out}: cannot create the directory ({e.strerror or e})") from None
-    plots = [(label, a, out / f"{_slug(label)}-device{a.device}.png")
-             for label, (_, analyses) in zip(labels, pairs, strict=True) for a in analyses]
+    plots = [(label, a, out / f"{_slug(label)}-device{a.device}.png", run.untraced_ms_per_step())
+             for label, (run, analyses) in zip(labels, pairs, strict=True) for a in analyses]
     plotted = _draw_forked(plots)
     parts = ["# gapscope report"]
     # As compare: the gaps of the traced runs, then the hardware table of the runs with metrics.
@@ -531,14 +532,14 @@ def db_add(database, traces, step_pattern, check_pattern, device):
 def _draw_plots(plots: list) -> None:
     from analysis.plots import plot_analysis
 
-    for label, a, path in plots:
-        _write(lambda p, a=a, label=label: plot_analysis(a, label, p), path)
+    for label, a, path, untraced in plots:
+        _write(lambda p, a=a, label=label, u=untraced: plot_analysis(a, label, p, u), path)
 
 
 def _draw_forked(plots: list):
-    """Draws the report's (label, analysis, path) figures in a forked child while this process
-    compares and writes the Markdown (matplotlib's import and drawing are a second or two);
-    returns the function that waits for the child and raises its error, if any."""
+    """Draws the report's (label, analysis, path, untraced ms/step) figures in a forked child
+    while this process compares and writes the Markdown (matplotlib's import and drawing are a
+    second or two); returns the function that waits for the child and raises its error, if any."""
     if not hasattr(os, "fork"):
         _draw_plots(plots)
         return lambda: None

@@ -25,6 +25,7 @@ LEDGER_COLOURS = {"wait_ns": "#8c564b", "host_ns": "#bcbd22", "launch_ns": "#17b
 # The figures of a capture as traced, and of its untraced twin (CUDA events, no profiler).
 TRACED = "traced"
 TRACED_COLOUR = "#1f77b4"
+TRACED_GRAPH_COLOUR = "#aec7e8"  # traced graph by graph (nsys's default for CUDA graphs)
 UNTRACED = "untraced"
 UNTRACED_COLOUR = "#111111"
 NVTX_COLOUR = "#c7c7c7"
