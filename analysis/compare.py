@@ -316,7 +316,7 @@ ROW_COLUMNS = (
     ("busy", lambda r: _opt(r["gpu_util"], ".1%")),
     ("bubble µs", lambda r: _opt(_scaled(r["bubble_ns_median"], 1e3), ".1f")
      + _noise(r, "bubble_ns_median")),
-    ("idle s/h/q ms/step", lambda r: "/".join(
+    ("idle s/h/q", lambda r: "/".join(
         _opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".2f") for c in ("sync", "host", "queued"))),
     ("sync idle", lambda r: _opt(r["sync_idle_share"], ".1%")),
     ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
@@ -344,9 +344,9 @@ def to_text_rows(table: pd.DataFrame) -> str:
     for i, label in enumerate(labels):
         cells = [c[i].rjust(w) for (_, c), w in zip(columns, widths, strict=True)]
         lines.append("  ".join([label.ljust(label_width), *cells]).rstrip())
-    note = ("medians (ms/step, µs); idle s/h/q: by cause sync/host/queued, mean a step; sync "
-            "idle: its\nshare of the window, as traced; untraced: ms/step from run.json; ~ within "
-            "the first run's\nnoise, * beyond it (95% bootstrap CI)")
+    note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean); "
+            "sync idle:\nits share of the window, as traced; untraced: ms/step from run.json; ~ "
+            "within the first run's\nnoise, * beyond it (95% bootstrap CI)")
     return "\n".join([*lines, "", note, *order_flips(table)])
 
 

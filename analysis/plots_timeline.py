@@ -38,7 +38,8 @@ def binned_timeline(ops, gaps, lo: int, hi: int, columns: int = COLUMNS) -> tupl
     """(column edges in ns, {BUSY or cause: ns of each column}): how each column's time was
     spent, busy (any op of the device running) or idle in a gap of each cause; the rest of a
     column is outside the window (before the first step's ops, after the last's)."""
-    edges = np.linspace(lo, hi, columns + 1).round().astype(np.int64)
+    # No column narrower than a ns (a hand-drawn trace spans a few hundred).
+    edges = np.linspace(lo, hi, max(min(columns, hi - lo), 1) + 1).round().astype(np.int64)
     a, b = edges[:-1], edges[1:]
     out = {BUSY: Coverage(ops["start"].to_numpy(), ops["end"].to_numpy()).covered(a, b)}
     cause = gaps["cause"].astype(str).to_numpy()

@@ -90,7 +90,7 @@ def test_profiler_steps_are_the_default_steps_when_no_step_range_exists(tmp_path
     t.range("Step 1", 0, 100)  # a Step N range wins over them
     (b,) = analyse(t.write(tmp_path / "u.json"))
     assert list(b.steps["step"]) == [1] and list(b.steps["ops"]) == [2]
-    with pytest.raises(TraceError, match="no NVTX range matches the step pattern"):
+    with pytest.raises(TraceError, match="no NVTX range matches the steps pattern"):
         analyse(tmp_path / "t.json", step_pattern=r"^Iteration (\d+)$")
 
 
