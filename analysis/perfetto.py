@@ -34,8 +34,9 @@ OP_CNAME = "good"
 STEP_CNAME = "grey"
 BLOCKING_CNAME = "thread_state_uninterruptible"
 
-# Track ids inside a process; each stream or host thread from FIRST_TID on, in order.
-STEPS_TID, GAPS_TID, FIRST_TID = 1, 2, 10
+# Track ids inside a process, in the order they are drawn: the steps (as many tracks as their
+# overlaps need), then the gaps; each stream or host thread from FIRST_TID on.
+STEPS_TID, FIRST_TID = 1, 10
 # A Linux thread id is the low 24 bits of the trace's global thread id (readers: pid << 24).
 OS_TID_MASK = (1 << 24) - 1
 
@@ -145,11 +146,12 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
         ("step", "step"), ("start_ns", "gpu_start"), ("end_ns", "gpu_end"),
         *((c, c) for c in ("period_ns", "busy_ns", "bubble_ns", "overlap_ns",
                            *(f"idle_{p}" for p in LEDGER))))}
-    w.overlapping(pid, STEPS_TID, "steps (GPU)", "step", steps["name"].astype(str).tolist(),
-                  step_args["start_ns"], step_args["end_ns"], origin, step_args, STEP_CNAME)
+    gaps_tid = w.overlapping(pid, STEPS_TID, "steps (GPU)", "step",
+                             steps["name"].astype(str).tolist(), step_args["start_ns"],
+                             step_args["end_ns"], origin, step_args, STEP_CNAME)
     g = a.gaps
     causes = g["cause"].astype(str).tolist()
-    w.slices(pid, GAPS_TID, "idle gaps, by cause", "gap", [f"idle: {c}" for c in causes],
+    w.slices(pid, gaps_tid, "idle gaps, by cause", "gap", [f"idle: {c}" for c in causes],
              g["start_ns"], g["end_ns"], origin,
              {"cause": causes, **{c: g[c] for c in ("start_ns", "end_ns", "gap_ns", *LEDGER,
                                                     "step", "next_stream")},
@@ -158,7 +160,7 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
     ops = _within(a.ops, lo, hi)
     names = op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
     kinds = ops["kind"].map(OP_KIND_NAMES).str.strip("[]").to_numpy(dtype=object)
-    tid = FIRST_TID
+    tid = max(gaps_tid + 1, FIRST_TID)
     for stream in sorted(ops["stream"].unique().tolist()):
         mine = np.flatnonzero(ops["stream"].to_numpy() == stream)
         o = ops.iloc[mine]
