@@ -64,9 +64,12 @@ def draw_overview(ax, a, zoom: tuple | None = None) -> None:
             continue
         colour = BUSY_COLOUR if key == BUSY else CAUSE_COLOURS[key]
         label = "busy" if key == BUSY else f"idle, cause: {key}"
-        ax.stairs(bottom + share, x, baseline=bottom.copy(), fill=True, color=colour,
-                  label=label, linewidth=0)
-        bottom += share
+        # fill_between, not stairs: a stairs patch of a thousand steps costs matplotlib seconds
+        # to fit the axes' limits to (curve by curve); a polygon collection does it at once.
+        top = bottom + share
+        ax.fill_between(x, np.append(bottom, bottom[-1]), np.append(top, top[-1]), step="post",
+                        color=colour, label=label, linewidth=0)
+        bottom = top
     rel = (chosen["cpu_start"].to_numpy(np.int64) - lo) / 1e6
     ax.broken_barh(list(zip(rel, chosen["cpu_ns"].to_numpy(np.int64) / 1e6, strict=True)),
                    (1.06, 0.18), color=NVTX_COLOUR, edgecolor="black", linewidth=0.6)
