@@ -262,7 +262,7 @@ def text_summary(label: str, s: dict, schema: str) -> str:
         f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, LEDGER_WORDS)}",
         f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
         + ("the sync buys: see untraced)" if "untraced" in s
-           else "the sync buys: an untraced twin measures that)"),
+           else "the sync buys: no twin here)"),
         f"  streams        {s['streams']}, {ms(s['concurrent_ns'])} with two or more running; "
         f"stop checks {pct(cover)} busy (median)",
         f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
