@@ -51,7 +51,7 @@ $(VENV)/.harness: $(VENV)/.analysis
 # The main job on an embedded default: with no GPU, compare the bundled real H200 captures.
 demo: $(ANALYSIS_DEPS)
 	@$(PY) -m analysis.cli compare $(DEMO_TRACES)
-	@$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo
+	@$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo --perfetto out/demo/timeline.json
 
 test: $(HARNESS_DEPS)
 	$(PY) -m pytest

@@ -72,7 +72,18 @@ def load_and_analyse(path: str | Path, step_pattern: str | None = None,
     """(run, trace, [DeviceAnalysis]) of one argument. A run directory's untraced twin
     (untraced_steps.json) is set beside each device's analysis, and the bandwidth floor
     (run.json's) in each summary. A capture of GPU metrics without a CUDA trace gets the
-    metrics-only analysis where `metrics_only_ok`, else one line."""
+    metrics-only analysis where `metrics_only_ok`, else one line. Every TraceError names the
+    input it is about (several are compared at once)."""
+    try:
+        return _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok)
+    except TraceError as e:
+        message = str(e)
+        if not message.startswith(str(Path(path))):
+            message = f"{Path(path)}: {message}"
+        raise TraceError(message) from None
+
+
+def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok) -> tuple:
     run = resolve_run(str(path))
     trace = load_trace(run.trace_path)
     gpu = (run.info.get("versions") or {}).get("gpu")

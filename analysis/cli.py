@@ -4,19 +4,21 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from analysis import compare as compare_mod
 from analysis import hardware as hardware_mod
 from analysis import report as report_mod
-from analysis.api import analyse_run
+from analysis.api import describe, load_and_analyse, run_options
 from analysis.errors import TraceError
 from analysis.runs import unique_labels
-from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
+from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
 from analysis.summary import Options
 
 
@@ -61,18 +63,25 @@ class Command(OneLineErrors, click.Command):
 
 
 class Group(OneLineErrors, click.Group):
+    # Commands imported when used; only the top-level group has them (not `gapscope db`).
+    lazy: dict = {}
+
     def list_commands(self, ctx):
-        lazy = [n for n, target in LAZY_COMMANDS.items() if _importable(target.split(":")[0])]
+        lazy = [n for n, target in self.lazy.items() if _importable(target.split(":")[0])]
         return sorted([*super().list_commands(ctx), *lazy])
 
     def get_command(self, ctx, name):
-        if name in LAZY_COMMANDS:
-            module, attr = LAZY_COMMANDS[name].split(":")
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
             try:
                 return getattr(importlib.import_module(module), attr)
             except (ImportError, AttributeError):
                 return None
         return super().get_command(ctx, name)
+
+
+class MainGroup(Group):
+    lazy = LAZY_COMMANDS
 
 
 def pattern_options(f):
@@ -92,19 +101,61 @@ def pattern_options(f):
 
 
 def _analyse(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple:
-    """The run, its export's schema and its analyses. A capture of GPU metrics without a CUDA
-    trace gets the metrics-only analysis where `metrics_only_ok` (analyze), else one line."""
+    """The run, its trace and its analyses. A capture of GPU metrics without a CUDA trace gets
+    the metrics-only analysis where `metrics_only_ok` (analyze), else one line."""
     try:
-        return analyse_run(arg, options.step_pattern, options.check_pattern, options.device,
-                           metrics_only_ok)
+        return load_and_analyse(arg, options.step_pattern, options.check_pattern,
+                                options.device, metrics_only_ok)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
+
+
+def step_notes(pattern: str, steps) -> list:
+    """What a steps pattern did that its user may not have meant, one line each: steps numbered
+    by position (no group), or ranges of several kinds of name taken as steps (too loose)."""
+    notes = []
+    if re.compile(pattern).groups == 0:
+        notes.append(f"the steps pattern '{pattern}' has no group, so the steps are numbered 0 "
+                     f"to {len(steps) - 1} in the order they start; a group such as "
+                     r"'^Step (\d+)$' takes the numbers in their names")
+    shapes = name_shapes(steps["name"])
+    if len(shapes) > 1:
+        kinds = ", ".join(f"'{shape}' ×{count}" for shape, count in shapes.head(3).items())
+        notes.append(f"the steps pattern '{pattern}' took {len(steps)} ranges of {len(shapes)} "
+                     f"kinds of name as steps ({kinds}{', ...' if len(shapes) > 3 else ''}); "
+                     "anchor it to the step ranges' names, e.g. " r"'^Step (\d+)$'")
+    return notes
+
+
+def _say_step_notes(label: str, pattern: str, analyses: list) -> None:
+    for note in step_notes(pattern, analyses[0].steps):
+        click.echo(f"gapscope: note: {label}: {note}", err=True)
 
 
 def db_option(f):
     return click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
                         help="Also add the runs to this results database (SQLite; made if "
                              "missing; a run added again is replaced).")(f)
+
+
+def perfetto_option(f):
+    return click.option(
+        "--perfetto", type=click.Path(dir_okay=False), default=None,
+        help="Also write the analysed timeline to this Chrome trace JSON (ops by stream, steps, "
+             "every gap by cause, blocking calls): open it in ui.perfetto.dev or "
+             "chrome://tracing.")(f)
+
+
+def _write_perfetto(path: Path, runs: list) -> None:
+    """runs: (label, analyses, the trace's strings, its blocking calls) each."""
+    from analysis.perfetto import write_chrome_trace
+
+    if not any(hardware_mod.is_traced(a) for _, analyses, _, _ in runs for a in analyses):
+        raise GapscopeError("--perfetto: a capture of GPU metrics alone has no timeline to "
+                            "write (profile with --trace=cuda,nvtx)")
+    _write(lambda p: write_chrome_trace(p, runs), path)
+    click.echo(f"gapscope: wrote {path} (open it in ui.perfetto.dev or chrome://tracing)",
+               err=True)
 
 
 def store_runs(db_path, labelled: list) -> None:
@@ -115,13 +166,20 @@ def store_runs(db_path, labelled: list) -> None:
         db = db_mod.open_db(db_path)
         for label, run, analyses in labelled:
             db_mod.add_run(db, run, label, analyses)
+        held = db.execute("SELECT count(DISTINCT run_id) FROM runs").fetchone()[0]
         db.conn.close()
     except (OSError, sqlite3.Error) as e:
         raise GapscopeError(f"{db_path}: cannot write the database ({e})") from None
-    click.echo(f"gapscope: {len(labelled)} run(s) in {db_path}", err=True)
+    # A run added again replaces its rows: the count after says what the database holds.
+    click.echo(f"gapscope: added {_runs(len(labelled))} to {db_path}, which holds "
+               f"{_runs(held)}", err=True)
 
 
-@click.group(cls=Group)
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+@click.group(cls=MainGroup)
 def main():
     """Where a decode loop leaves the GPU idle, step by step, and why: reads an nsys SQLite export.
 
@@ -142,17 +200,22 @@ def main():
                                       "or a stream (and device).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Also draw timeline, per-step bars and gap histogram into this PNG.")
+@perfetto_option
 @db_option
 @pattern_options
-def analyze(trace, fmt, table, plot, db_path, step_pattern, check_pattern, device):
-    """Analyse one TRACE: an nsys .sqlite export or a run directory (capture.sqlite + run.json).
+def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_pattern, device):
+    """Analyse one TRACE: an nsys .sqlite export (or .sqlite.gz), a torch.profiler trace
+    (.json, .json.gz) or a run directory (capture.sqlite + run.json).
 
     \b
     Example:
         gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
+        gapscope analyze tests/data/runs/static --perfetto static.json   # ui.perfetto.dev
     """
     options = Options(step_pattern, check_pattern, device)
-    run, schema, analyses = _analyse(trace, options, metrics_only_ok=True)
+    run, loaded, analyses = _analyse(trace, options, metrics_only_ok=True)
+    schema = describe(loaded)
+    _say_step_notes(run.label, run_options(run, step_pattern, None, None).step_pattern, analyses)
     if fmt == "json":
         # Written as they are: click.echo would scan every chunk for terminal colour codes.
         for chunk in report_mod.json_chunks(analyses):
@@ -172,10 +235,57 @@ def analyze(trace, fmt, table, plot, db_path, step_pattern, check_pattern, devic
 
         for a in analyses:
             path = Path(plot) if len(analyses) == 1 else _device_path(Path(plot), a.device)
-            _write(lambda p, a=a: plot_analysis(a, run.label, p), path)
+            _write(lambda p, a=a: plot_analysis(a, run.label, p, run.untraced_ms_per_step()),
+                   path)
             click.echo(f"gapscope: wrote {path}", err=True)
+    if perfetto:
+        _write_perfetto(Path(perfetto), [(run.label, analyses, loaded.strings, loaded.blocking)])
     if db_path:
         store_runs(db_path, [(run.label, run, analyses)])
+
+
+@main.command()
+@click.argument("trace")
+@click.option("--steps", "step_pattern", default=None,
+              help="Mark the ranges this regex takes as steps (default: the run's own from its "
+                   f"run.json, else {DEFAULT_STEP_PATTERN}).")
+@click.option("--shapes", is_flag=True,
+              help="Count names with their numbers as N (`Step N`): one line a kind of range.")
+def ranges(trace, step_pattern, shapes):
+    """Each NVTX (or record_function) range name in TRACE with its count, the most frequent
+    first, `*` beside those the steps pattern takes: what to write for --steps.
+
+    \b
+    Example:
+        gapscope ranges my.sqlite --shapes
+        gapscope ranges my.sqlite --steps '^decode (\\d+)$'
+    """
+    from analysis.readers import load_trace
+    from analysis.runs import resolve_run
+    from analysis.steps import PROFILER_STEP_PATTERN, compile_pattern
+
+    try:
+        run = resolve_run(trace)
+        names = load_trace(run.trace_path).ranges["name"].astype(str)
+        pattern = run_options(run, step_pattern, None, None).step_pattern
+        compiled = compile_pattern(pattern, "--steps")
+    except TraceError as e:
+        raise GapscopeError(str(e)) from None
+    taken = names.map(lambda n: compiled.search(n) is not None)
+    if not taken.any() and pattern == DEFAULT_STEP_PATTERN:  # as find_steps falls back
+        pattern = PROFILER_STEP_PATTERN
+        taken = names.str.contains(pattern, regex=True)
+    keys = names.str.replace(r"\d+", "N", regex=True) if shapes else names
+    # Most frequent first; ties in the order the names first appear (steps in their order).
+    counts = keys.groupby(keys, sort=False).agg(["size"]).assign(
+        taken=taken.groupby(keys, sort=False).sum(),
+        first=pd.Series(range(len(keys))).groupby(keys.to_numpy(), sort=False).min())
+    counts = counts.sort_values(["size", "first"], ascending=[False, True], kind="stable")
+    for name, row in counts.iterrows():
+        mark = "*" if row["taken"] else " "
+        click.echo(f"{row['size']:>8} {mark} {name}")
+    click.echo(f"{len(names)} ranges, {len(counts)} {'kinds of name' if shapes else 'names'}; "
+               f"* the steps pattern '{pattern}' takes {int(taken.sum())} of them")
 
 
 def _device_path(path: Path, device: int) -> Path:
@@ -189,20 +299,48 @@ def _write(draw, path: Path) -> None:
         raise GapscopeError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
-def _compare_inputs(traces: tuple, options: Options, metrics_only_ok: bool = False) -> tuple:
+def split_pattern(arg: str) -> tuple:
+    """(path, its own steps pattern or None) of TRACE or TRACE:REGEX: the path is the longest
+    part before a colon that exists (a regex may hold colons too; so may a path)."""
+    if Path(arg).exists() or ":" not in arg:
+        return arg, None
+    cuts = [i for i, c in enumerate(arg) if c == ":"]
+    for i in reversed(cuts):
+        if Path(arg[:i]).exists():
+            return arg[:i], arg[i + 1:]
+    return arg, None
+
+
+def _compare_inputs(traces: tuple, options: Options, metrics_only_ok: bool = False,
+                    timelines: bool = False) -> tuple:
+    """(runs, labels, each run's first analysis, (run, analyses) pairs, and where `timelines`
+    each run's (strings, blocking calls) for --perfetto). A TRACE:REGEX argument analyses
+    TRACE (every run under it, for a sweep) with its own steps pattern."""
     from analysis.sweep import PROGRESS_FROM, analyse_all, expand, sweep_labels
 
+    args, swept, each = [], {}, []
     try:
-        args, swept = expand(traces)
-        done = analyse_all(args, options, progress=bool(swept) or len(args) >= PROGRESS_FROM,
-                           metrics_only_ok=metrics_only_ok)
+        for trace in traces:
+            path, pattern = split_pattern(trace)
+            found, under = expand([path])
+            args += found
+            swept |= under
+            own = Options(pattern or options.step_pattern, options.check_pattern, options.device)
+            each += [own] * len(found)
+        done = analyse_all(args, each, progress=bool(swept) or len(args) >= PROGRESS_FROM,
+                           metrics_only_ok=metrics_only_ok, blocking=timelines)
     except TraceError as e:
         raise GapscopeError(str(e)) from None
-    pairs = [(run, analyses) for run, _, analyses, _ in done]
+    pairs = [(run, analyses) for run, _, analyses, *_ in done]
     runs = [r for r, _ in pairs]
+    labels = sweep_labels(args, unique_labels(runs), swept)
+    for label, own, (run, analyses) in zip(labels, each, pairs, strict=True):
+        _say_step_notes(label, run_options(run, own.step_pattern, None, None).step_pattern,
+                        analyses)
     # Each run is compared on the device asked for, else its first device.
     firsts = [analyses[0] for _, analyses in pairs]
-    return runs, sweep_labels(args, unique_labels(runs), swept), firsts, pairs
+    extras = [(d[3], d[4]) for d in done] if timelines else None
+    return runs, labels, firsts, pairs, extras
 
 
 @main.command()
@@ -223,18 +361,20 @@ def _compare_inputs(traces: tuple, options: Options, metrics_only_ok: bool = Fal
 def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, check_pattern,
             device):
     """Compare TRACES (exports, run dirs, or directories of run dirs), the first as the baseline.
+    TRACE:REGEX analyses TRACE with its own steps pattern (over --steps and run.json's).
 
     \b
     Example:
         gapscope compare tests/data/h200-eager-static-bs16.sqlite \\
                          tests/data/h200-eager-pipelined-seed-bs16.sqlite
         gapscope compare traces/sweep-20261201/            # every run under it
+        gapscope compare mine.sqlite:'^decode (\\d+)$' traces/*-static/
         gapscope compare --db runs.db --where "config_batch = 16"
     """
     if traces and where:
         raise click.UsageError("--where selects runs of --db; give it without TRACES")
     if traces:
-        runs, labels, firsts, pairs = _compare_inputs(
+        runs, labels, firsts, pairs, _ = _compare_inputs(
             traces, Options(step_pattern, check_pattern, device), metrics_only_ok=True)
         if db_path:
             store_runs(db_path, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
@@ -315,27 +455,43 @@ def _stored(db_path, where) -> tuple:
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for report.md, its PNGs and summary.json.")
+@perfetto_option
 @db_option
 @pattern_options
-def report(traces, out_dir, db_path, step_pattern, check_pattern, device):
-    """Write a Markdown report with plots for TRACES (exports or run dirs) into DIR.
+def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, device):
+    """Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: compare's
+    tables (the hardware one too, for runs with GPU metrics), then each run's tables and figure.
+    TRACE:REGEX analyses TRACE with its own steps pattern.
 
     \b
     Example:
         gapscope report traces/*-static/ traces/*-pipelined/ -o out/report
+        gapscope report traces/*-fused/ -o out/fused --perfetto out/fused/timeline.json
     """
-    runs, labels, firsts, pairs = _compare_inputs(
-        traces, Options(step_pattern, check_pattern, device))
+    runs, labels, firsts, pairs, extras = _compare_inputs(
+        traces, Options(step_pattern, check_pattern, device), metrics_only_ok=True,
+        timelines=bool(perfetto))
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GapscopeError(f"{out}: cannot create the directory ({e.strerror or e})") from None
-    plots = [(label, a, out / f"{_slug(label)}-device{a.device}.png")
-             for label, (_, analyses) in zip(labels, pairs, strict=True) for a in analyses]
+    plots = [(label, a, out / f"{_slug(label)}-device{a.device}.png", run.untraced_ms_per_step())
+             for label, (run, analyses) in zip(labels, pairs, strict=True) for a in analyses]
     plotted = _draw_forked(plots)
-    table = compare_mod.compare(labels, firsts, runs)
-    parts = ["# gapscope report", compare_mod.to_markdown(table)]
+    parts = ["# gapscope report"]
+    # As compare: the gaps of the traced runs, then the hardware table of the runs with metrics.
+    kept = [i for i, a in enumerate(firsts) if hardware_mod.is_traced(a)]
+    if kept:
+        parts.append(compare_mod.to_markdown(compare_mod.compare(
+            *([x[i] for i in kept] for x in (labels, firsts, runs)))))
+    if hardware_mod.has_metrics(firsts):
+        parts.append(hardware_mod.to_markdown(hardware_mod.hardware_table(labels, firsts, runs)))
+    if perfetto:
+        _write_perfetto(Path(perfetto), [(label, analyses, *extra) for label, (_, analyses), extra
+                                         in zip(labels, pairs, extras, strict=True)])
+        parts.append(f"The analysed timeline, every op and gap: `{perfetto}` (open it in "
+                     "ui.perfetto.dev or chrome://tracing).")
     summaries = {}
     for label, (run, analyses) in zip(labels, pairs, strict=True):
         parts.append(report_mod.to_markdown(label, analyses))
@@ -370,21 +526,22 @@ def db_add(database, traces, step_pattern, check_pattern, device):
         gapscope db add runs.db traces/*/
         sqlite3 runs.db "SELECT label, bubble_ns_median FROM runs"
     """
-    runs, labels, _, pairs = _compare_inputs(traces, Options(step_pattern, check_pattern, device))
+    runs, labels, _, pairs, _ = _compare_inputs(
+        traces, Options(step_pattern, check_pattern, device))
     store_runs(database, list(zip(labels, runs, (a for _, a in pairs), strict=True)))
 
 
 def _draw_plots(plots: list) -> None:
     from analysis.plots import plot_analysis
 
-    for label, a, path in plots:
-        _write(lambda p, a=a, label=label: plot_analysis(a, label, p), path)
+    for label, a, path, untraced in plots:
+        _write(lambda p, a=a, label=label, u=untraced: plot_analysis(a, label, p, u), path)
 
 
 def _draw_forked(plots: list):
-    """Draws the report's (label, analysis, path) figures in a forked child while this process
-    compares and writes the Markdown (matplotlib's import and drawing are a second or two);
-    returns the function that waits for the child and raises its error, if any."""
+    """Draws the report's (label, analysis, path, untraced ms/step) figures in a forked child
+    while this process compares and writes the Markdown (matplotlib's import and drawing are a
+    second or two); returns the function that waits for the child and raises its error, if any."""
     if not hasattr(os, "fork"):
         _draw_plots(plots)
         return lambda: None

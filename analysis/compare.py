@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from analysis.report import SYNC_NOTE, by_thread, md_table
+from analysis.report import by_thread, md_table, sync_note
 from analysis.summary import CAUSES
 
 BOOTSTRAP_SAMPLES = 2000
@@ -57,6 +57,9 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
                 row[f"{key}_within_noise"] = bool(lo <= 0 <= hi)
         for cause in CAUSES:
             row[f"idle_{cause}_ns"] = s["idle_ns_by_cause"][cause]
+            # Per step: runs of 20 and 60 steps compare (the periods add up to the window).
+            row[f"idle_{cause}_ns_per_step"] = (s["idle_ns_by_cause"][cause] / s["steps"]
+                                               if s["steps"] else None)
         traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
         row["traced_ms_per_step"] = traced
         row["untraced_ms_per_step"] = untraced
@@ -153,7 +156,8 @@ def display_rows(table: pd.DataFrame) -> list:
         ("bubble p90 µs", [_opt(None if r["bubble_ns_p90"] is None
                                 else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
     ]
-    out += [(f"idle {c} ms", [f"{r[f'idle_{c}_ns'] / 1e6:.2f}" for r in rows]) for c in CAUSES]
+    out += [(f"idle {c} ms/step", [_opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".3f")
+                                   for r in rows]) for c in CAUSES]
     out.append(("sync idle share", [_opt(r["sync_idle_share"], ".1%") for r in rows]))
     # From run.json where the harness and profile script recorded them; left out when no run has.
     timing = [
@@ -237,14 +241,26 @@ def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
                                  for row in cells))
     legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
     # One line each, as the tools that grep for them expect, even past the width.
-    notes = [*order_flips(table), SYNC_NOTE]
+    notes = [*order_flips(table), _sync_note(table)]
     return "\n\n".join(blocks + ["\n".join([legend, *notes])])
 
 
-def to_markdown(table: pd.DataFrame) -> str:
-    rows = [[name, *values] for name, values in display_rows(table)]
-    notes = [LEGEND, *(f"**{line}**" for line in order_flips(table)), SYNC_NOTE]
-    return md_table(["", *table["label"]], rows) + "\n\n" + "\n\n".join(notes) + "\n"
+def _sync_note(table: pd.DataFrame) -> str:
+    return sync_note(bool(pd.to_numeric(table["untraced_bubble_ns_median"],
+                                        errors="coerce").notna().any()))
+
+
+def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
+    """The runs as columns of Markdown tables of at most `width` characters a line, each
+    repeating the metric names (None: one table)."""
+    cells = [["", *table["label"]]] + [[name, *values] for name, values in display_rows(table)]
+    # A Markdown cell is its text and three characters of "| " and " ".
+    widths = [max(len(row[i]) for row in cells) + 1 for i in range(len(cells[0]))]
+    blocks = [md_table([cells[0][i] for i in (0, *group)],
+                       [[row[i] for i in (0, *group)] for row in cells[1:]])
+              for group in _column_groups(widths, None if width is None else width - 3)]
+    notes = [LEGEND, *(f"**{line}**" for line in order_flips(table)), _sync_note(table)]
+    return "\n\n".join(blocks + notes) + "\n"
 
 
 def _config_key(run) -> str:
@@ -330,8 +346,8 @@ ROW_COLUMNS = (
     ("busy", lambda r: _opt(r["gpu_util"], ".1%")),
     ("bubble µs", lambda r: _opt(_scaled(r["bubble_ns_median"], 1e3), ".1f")
      + _noise(r, "bubble_ns_median")),
-    ("idle s/h/q ms", lambda r: "/".join(
-        f"{r[f'idle_{c}_ns'] / 1e6:.1f}" for c in ("sync", "host", "queued"))),
+    ("idle s/h/q", lambda r: "/".join(
+        _opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".2f") for c in ("sync", "host", "queued"))),
     ("sync idle", lambda r: _opt(r["sync_idle_share"], ".1%")),
     ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
 )
@@ -358,9 +374,9 @@ def to_text_rows(table: pd.DataFrame) -> str:
     for i, label in enumerate(labels):
         cells = [c[i].rjust(w) for (_, c), w in zip(columns, widths, strict=True)]
         lines.append("  ".join([label.ljust(label_width), *cells]).rstrip())
-    note = ("medians (ms/step, µs); idle s/h/q: by cause sync/host/queued; sync idle: its share "
-            "of the\nwindow, as traced; untraced: ms/step from run.json; ~ within the first run's "
-            "noise, * beyond it\n(95% bootstrap CI)")
+    note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean); "
+            "sync idle:\nits share of the window, as traced; untraced: ms/step from run.json; ~ "
+            "within the first run's\nnoise, * beyond it (95% bootstrap CI)")
     return "\n".join([*lines, "", note, *order_flips(table)])
 
 

@@ -127,7 +127,7 @@ def infer_steps(trace) -> tuple:
         raise TraceError(
             f"{trace.path}: no step ranges, and no repeating structure to infer steps from "
             f"(thread {tid & TID_MASK}, {n} launches: {text}); mark each step with an NVTX "
-            "range (`Step N`) or pass --steps REGEX")
+            "range (`Step N`) or pass a steps pattern (--steps / steps=)")
     steps = pd.concat(found, ignore_index=True)
     return steps.sort_values(["start", "end"], kind="stable").reset_index(drop=True), how
 

@@ -1,73 +1,39 @@
-"""PNG figures of one analysis: a timeline of a few steps, per-step stacked bars, gap lengths.
+"""PNG figures of one analysis: a timeline of a few steps (binned) and a zoom on one step
+boundary, per-step stacked bars, gap lengths, the traced steps beside the untraced twin.
 
 matplotlib with the Agg backend (no display needed); only this module and report draw or print.
+Every colour and word is analysis/palette.py's: one per quantity, in every figure.
 """
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 
+from analysis.palette import (  # noqa: E402
+    BUSY_COLOUR,
+    CAUSE_COLOURS,
+    FLOOR,
+    FLOOR_COLOUR,
+    LEDGER_COLOURS,
+    LEDGER_WORDS,
+    METRIC_COLOURS,
+    METRIC_WORDS,
+    TRACED,
+    TRACED_COLOUR,
+    TRACED_GRAPH_COLOUR,
+    UNTRACED,
+    UNTRACED_COLOUR,
+)
+from analysis.plots_timeline import (  # noqa: E402
+    draw_overview,
+    draw_zoom,
+    legend_above,
+    zoom_window,
+)
 from analysis.summary import CAUSES  # noqa: E402
-
-CAUSE_COLORS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unknown": "#7f7f7f"}
-PART_COLORS = {"busy": "#2ca02c", "idle_wait_ns": "#d62728", "idle_host_ns": "#ff7f0e",
-               "idle_launch_ns": "#1f77b4"}
-TIMELINE_STEPS = 3
-# The timeline's row of steps, by where they came from (summary.steps_from).
-STEP_ROW = {"function": "function steps", "profiler_step": "ProfilerStep",
-            "inferred": "inferred steps"}
-
-
-def _timeline_steps(steps) -> tuple:
-    """A few steps from the middle of the window, away from the first (often slower) one; of
-    one thread, where several have steps (theirs overlap in time)."""
-    if "thread" in steps.columns and steps["thread"].nunique() > 1:
-        steps = steps[steps["thread"] == steps["thread"].value_counts(sort=True).index[0]]
-    first = min(max(len(steps) // 2 - 1, 0), max(len(steps) - TIMELINE_STEPS, 0))
-    chosen = steps.iloc[first:first + TIMELINE_STEPS]
-    lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
-    hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
-    return chosen, lo, hi
-
-
-def draw_timeline(ax, a) -> None:
-    chosen, lo, hi = _timeline_steps(a.steps)
-
-    def rel_ms(t):
-        return (np.asarray(t, dtype=np.float64) - lo) / 1e6
-
-    ops = a.ops[(a.ops["end"] > lo) & (a.ops["start"] < hi)]
-    streams = sorted(ops["stream"].unique())
-    for row, stream in enumerate(streams):
-        o = ops[ops["stream"] == stream]
-        widths_ms = (o["end"] - o["start"]).to_numpy() / 1e6
-        ax.broken_barh(list(zip(rel_ms(o["start"]), widths_ms, strict=True)), (row + 0.1, 0.8),
-                       color="#2ca02c", linewidth=0, zorder=3)
-    gaps = a.gaps[(a.gaps["end_ns"] > lo) & (a.gaps["start_ns"] < hi)]
-    for cause in CAUSES:
-        g = gaps[gaps["cause"] == cause]
-        if len(g):
-            ax.broken_barh(list(zip(rel_ms(g["start_ns"]), g["gap_ns"] / 1e6, strict=True)),
-                           (0, len(streams)), color=CAUSE_COLORS[cause], alpha=0.35,
-                           linewidth=0, zorder=1, label=f"gap: {cause}")
-    top = len(streams)
-    ax.broken_barh(list(zip(rel_ms(chosen["cpu_start"]), chosen["cpu_ns"] / 1e6, strict=True)),
-                   (top + 0.15, 0.7), color="#bbbbbb", edgecolor="black")
-    for _, step in chosen.iterrows():
-        ax.text(rel_ms(step["cpu_start"]) + 0.05, top + 0.5, str(step["name"]), va="center",
-                fontsize=8)
-    ax.set_yticks([i + 0.5 for i in range(top + 1)],
-                  [f"stream {s}" for s in streams] + [STEP_ROW.get(a.summary.get("steps_from"),
-                                                                   "NVTX steps")])
-    ax.set_ylim(0, top + 1)
-    ax.set_xlim(0, (hi - lo) / 1e6)
-    ax.set_xlabel("ms")
-    thread = f" of thread {chosen['thread'].iloc[0]}" if a.summary.get("threads", 1) > 1 else ""
-    ax.set_title(f"{len(chosen)} steps{thread}: GPU ops (green), idle gaps shaded by cause")
-    ax.legend(loc="upper right", fontsize=7, ncol=4)
-
 
 # More steps than this are drawn as this many bars, each the mean of a run of consecutive steps:
 # a bar per step of a 3000-step capture costs minutes in matplotlib and reads as noise.
@@ -92,17 +58,15 @@ def binned_parts(steps) -> tuple:
     return bins, {p: np.bincount(bins, weights=v) / count for p, v in parts.items()}
 
 
-def draw_step_bars(ax, a) -> None:
-    steps = a.steps
-    bins, parts = binned_parts(steps)
-    x = np.arange(len(next(iter(parts.values()))))
-    bottom = np.zeros(len(x))
-    # One filled staircase a part (bar i spans x = i ± 0.5): four artists, not a patch a bar.
-    edges = np.arange(len(x) + 1) - 0.5
-    for part, values in parts.items():
-        ax.stairs(bottom + values / 1e6, edges, baseline=bottom.copy(), fill=True,
-                  color=PART_COLORS[part], label=part.removeprefix("idle_").removesuffix("_ns"))
-        bottom += values / 1e6
+def _part_style(part: str) -> tuple:
+    """(colour, legend word) of a part of the per-step bars."""
+    if part == "busy":
+        return BUSY_COLOUR, "busy"
+    ledger = part.removeprefix("idle_")
+    return LEDGER_COLOURS[ledger], f"idle: {LEDGER_WORDS[ledger]}"
+
+
+def _step_ticks(ax, steps, bins: np.ndarray, x: np.ndarray) -> None:
     names = steps["step"].astype(str).to_numpy()
     firsts = np.searchsorted(bins, x)
     ticks = x[:: max(1, len(x) // 20)]
@@ -111,9 +75,24 @@ def draw_step_bars(ax, a) -> None:
                   fontsize=7)
     ax.set_xlabel(f"step (each bar the mean of {len(steps) / len(x):.0f} steps)" if binned
                   else "step")
-    ax.set_ylabel("ms of the step's GPU period")
-    ax.set_title("per step: GPU busy and where the idle time went")
-    ax.legend(fontsize=7, ncol=4, loc="upper right")
+
+
+def draw_step_bars(ax, a) -> None:
+    steps = a.steps
+    bins, parts = binned_parts(steps)
+    x = np.arange(len(next(iter(parts.values()))))
+    bottom = np.zeros(len(x))
+    # One filled staircase a part (bar i spans x = i ± 0.5): four artists, not a patch a bar.
+    edges = np.arange(len(x) + 1) - 0.5
+    for part, values in parts.items():
+        colour, word = _part_style(part)
+        ax.stairs(bottom + values / 1e6, edges, baseline=bottom.copy(), fill=True,
+                  color=colour, label=word)
+        bottom += values / 1e6
+    _step_ticks(ax, steps, bins, x)
+    ax.set_ylabel("ms")
+    ax.set_title("per step: the GPU period, busy and idle by ledger part", pad=22, fontsize=10)
+    legend_above(ax)
 
 
 def gap_histogram(gaps) -> tuple:
@@ -136,39 +115,81 @@ def draw_gap_histogram(ax, a) -> None:
     edges, counts = gap_histogram(gaps)
     bottom = np.zeros(HIST_BINS)
     for cause, n in counts.items():
-        ax.stairs(bottom + n, edges, baseline=bottom, fill=True, color=CAUSE_COLORS[cause],
-                  label=cause)
+        ax.stairs(bottom + n, edges, baseline=bottom, fill=True, color=CAUSE_COLOURS[cause],
+                  label=f"idle, cause: {cause}")
         bottom += n
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("gap length (µs)")
     ax.set_ylabel("gaps")
-    ax.set_title(f"{len(gaps)} idle gaps by length and cause")
-    ax.legend(fontsize=7)
+    ax.set_title(f"{len(gaps)} idle gaps by length and cause", pad=22, fontsize=10)
+    legend_above(ax)
+
+
+def _series(steps, column: str, scale: float) -> np.ndarray:
+    return steps[column].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan) / scale
+
+
+def draw_twin(axes: tuple, a, untraced_ms_per_step: float | None) -> None:
+    """The traced GPU period and bubble of each step beside the untraced twin's (CUDA events in
+    a run without the profiler, where the run has untraced_steps.json); else the period beside
+    the untraced ms/step of run.json (the bench's, over whole runs)."""
+    left, right = axes
+    steps = a.steps
+    x = np.arange(len(steps))
+    twin = "untraced_period_ns" in steps.columns
+    for ax, column, scale, unit in ((left, "period_ns", 1e6, "ms"),
+                                    (right, "bubble_ns", 1e3, "µs")):
+        ax.plot(x, _series(steps, column, scale), marker="o", markersize=3, color=TRACED_COLOUR,
+                label=TRACED)
+        if twin:
+            ax.plot(x, _series(steps, f"untraced_{column}", scale), marker="s", markersize=3,
+                    color=UNTRACED_COLOUR, label=f"{UNTRACED} (twin: CUDA events)")
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(x[:: max(1, len(x) // 20)],
+                      steps["step"].astype(str).to_numpy()[:: max(1, len(x) // 20)], fontsize=7)
+        ax.set_xlabel("step")
+    if not twin and untraced_ms_per_step:
+        left.axhline(untraced_ms_per_step, color=UNTRACED_COLOUR, linestyle="--",
+                     label=f"{UNTRACED} ms/step (run.json: the bench's whole runs)")
+        top = np.nanmax(np.append(_series(steps, "period_ns", 1e6), untraced_ms_per_step))
+        left.set_ylim(0, top * 1.1)
+    left.set_title("per step: the GPU period, traced and untraced", pad=22, fontsize=10)
+    right.set_title("per step: the bubble between steps, traced and untraced" if twin else
+                    "per step: the bubble between steps, traced (untraced: no twin per step)",
+                    pad=22, fontsize=10)
+    legend_above(left)
+    legend_above(right)
 
 
 def draw_step_metrics(ax, a) -> None:
     """The companion of the per-step bars: SMs active and DRAM read/write, % of peak."""
     steps = a.steps
     x = np.arange(len(steps))
-    for column, label, color in (("sm_active_pct", "SMs active", "#2ca02c"),
-                                 ("dram_read_pct", "DRAM read", "#1f77b4"),
-                                 ("dram_write_pct", "DRAM write", "#9467bd")):
+    for column, word in METRIC_WORDS.items():
         if column in steps.columns and steps[column].notna().any():
             ax.plot(x, steps[column].to_numpy(np.float64), marker="o", markersize=3,
-                    color=color, label=label)
+                    color=METRIC_COLOURS[column], label=word)
     m = a.summary["gpu_metrics"]
     peak = "" if m["dram_peak_gbps"] is None else f" (DRAM peak {m['dram_peak_gbps']:.0f} GB/s)"
     ax.set_xticks(x, [str(s) for s in steps["step"]], fontsize=7)
     ax.set_ylim(0, 100)
     ax.set_xlabel("step")
     ax.set_ylabel("% of peak (time-weighted)")
-    ax.set_title(f"per step: SMs active and DRAM bandwidth{peak}")
-    ax.legend(fontsize=7, ncol=3)
+    ax.set_title(f"per step: SMs active and DRAM bandwidth{peak}", pad=22, fontsize=10)
+    legend_above(ax)
 
 
-def plot_analysis(a, label: str, path) -> None:
-    """One PNG: timeline on top, per-step bars and gap histogram below, and under the bars the
-    per-step GPU metrics where the capture sampled them (alone for a metrics-only capture)."""
+def _has_twin(a, untraced_ms_per_step) -> bool:
+    return "untraced_period_ns" in a.steps.columns or bool(untraced_ms_per_step)
+
+
+def plot_analysis(a, label: str, path, untraced_ms_per_step: float | None = None) -> None:
+    """One PNG: the middle steps binned, a zoom on one step boundary, per-step bars and the gap
+    histogram, the traced period and bubble beside the untraced twin's (or run.json's untraced
+    ms/step, `untraced_ms_per_step`) where the run has one, and the per-step GPU metrics where
+    the capture sampled them (alone for a metrics-only capture)."""
     metrics = bool(a.summary.get("gpu_metrics"))
     if a.summary.get("cuda_trace") is False:  # a metrics-only capture: no ops to draw
         fig, ax = plt.subplots(figsize=(13, 4.5), layout="constrained")
@@ -177,24 +198,34 @@ def plot_analysis(a, label: str, path) -> None:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         return
+    twin = _has_twin(a, untraced_ms_per_step)
+    rows = 3 + twin + metrics
     # Margins set by hand: matplotlib's constrained layout measures every label, drawing the
     # figure twice (a third of the time of a report on a million ops).
-    fig = plt.figure(figsize=(13, 12 if metrics else 9))
-    grid = fig.add_gridspec(3 if metrics else 2, 2, left=0.075, right=0.99, bottom=0.06,
-                            top=0.93, hspace=0.3, wspace=0.2)
-    draw_timeline(fig.add_subplot(grid[0, :]), a)
-    draw_step_bars(fig.add_subplot(grid[1, 0]), a)
-    draw_gap_histogram(fig.add_subplot(grid[1, 1]), a)
+    height = 3.6 * rows
+    fig = plt.figure(figsize=(13, height))
+    grid = fig.add_gridspec(rows, 2, left=0.09, right=0.99, bottom=0.5 / height,
+                            top=1 - 0.95 / height, hspace=0.62, wspace=0.2)
+    window = zoom_window(a)
+    draw_overview(fig.add_subplot(grid[0, :]), a, None if window is None else window[:2])
+    if window is not None:
+        draw_zoom(fig.add_subplot(grid[1, :]), a, window)
+    draw_step_bars(fig.add_subplot(grid[2, 0]), a)
+    draw_gap_histogram(fig.add_subplot(grid[2, 1]), a)
+    if twin:
+        draw_twin((fig.add_subplot(grid[3, 0]), fig.add_subplot(grid[3, 1])), a,
+                  untraced_ms_per_step)
     if metrics:
-        draw_step_metrics(fig.add_subplot(grid[2, :]), a)
-    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}")
+        draw_step_metrics(fig.add_subplot(grid[rows - 1, :]), a)
+    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}",
+                 y=1 - 0.2 / height)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-BUBBLE_SERIES = (("node_bubble_ns", "traced, node-level", "#1f77b4"),
-                 ("graph_bubble_ns", "traced, graph-level", "#9467bd"),
-                 ("untraced_bubble_ns", "untraced (CUDA events)", "#2ca02c"))
+BUBBLE_SERIES = (("node_bubble_ns", f"{TRACED}, node-level", TRACED_COLOUR),
+                 ("graph_bubble_ns", f"{TRACED}, graph-level", TRACED_GRAPH_COLOUR),
+                 ("untraced_bubble_ns", f"{UNTRACED} (CUDA events)", UNTRACED_COLOUR))
 
 
 def plot_bubbles(path, sweep, batch: int) -> None:
@@ -228,14 +259,15 @@ def plot_hardware(table, path) -> None:
     def values(column):
         return table[column].astype("float64").fillna(0).to_numpy()
 
-    left.barh(y, values("untraced_ms_per_step"), color="#1f77b4", label="untraced step")
-    left.barh(y, values("floor_ms_per_step"), height=0.35, color="#2ca02c",
-              label="bandwidth floor")
+    left.barh(y, values("untraced_ms_per_step"), color=UNTRACED_COLOUR,
+              label=f"{UNTRACED} step")
+    left.barh(y, values("floor_ms_per_step"), height=0.35, color=FLOOR_COLOUR, label=FLOOR)
     left.set_xlabel("ms per step")
     left.legend(loc="lower right", fontsize=8)
-    for offset, column, color, name in ((-0.27, "sm_active_pct", "#ff7f0e", "SMs active"),
-                                        (0.0, "dram_read_pct", "#9467bd", "DRAM read"),
-                                        (0.27, "floor_pct", "#2ca02c", "% of floor")):
+    for offset, column, color, name in (
+            (-0.27, "sm_active_pct", METRIC_COLOURS["sm_active_pct"], "SMs active"),
+            (0.0, "dram_read_pct", METRIC_COLOURS["dram_read_pct"], "DRAM read"),
+            (0.27, "floor_pct", FLOOR_COLOUR, f"% of the {FLOOR}")):
         right.barh(y + offset, values(column), height=0.27, color=color, label=name)
     right.set_xlim(0, 100)
     right.set_xlabel("% (of peak; of the floor)")

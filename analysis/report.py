@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceError
+from analysis.palette import LEDGER_WORDS
 from analysis.summary import CAUSES, LEDGER, MetricsAnalysis, median
 from analysis.syncs import UNKNOWN
 
@@ -235,12 +236,12 @@ def pct(fraction) -> str:
     return "n/a" if fraction is None else f"{fraction:.1%}"
 
 
-def shares(parts: dict, total: int, names: tuple, suffix: str = "") -> str:
+def shares(parts: dict, total: int, names: tuple, words: dict | None = None) -> str:
     if total <= 0:
         return "no idle time"
     pairs = sorted(((parts[n], n) for n in names), reverse=True)
     shown = [(v, n) for v, n in pairs if v or n != "unknown"]
-    return "  ".join(f"{n.removesuffix(suffix)} {v / total:.1%}" for v, n in shown)
+    return "  ".join(f"{(words or {}).get(n, n)} {v / total:.1%}" for v, n in shown)
 
 
 # Said wherever graph executions were recorded whole: the gaps between their nodes exist, but
@@ -312,9 +313,10 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         f"  bubble         {us(s['bubble_ns_median'])} median, {us(s['bubble_ns_p90'])} p90 "
         "between steps",
         f"  idle by cause  {shares(s['idle_ns_by_cause'], s['idle_ns'], CAUSES)}",
-        f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, '_ns')}",
+        f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, LEDGER_WORDS)}",
         f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
-        "the sync buys: see untraced)",
+        + ("the sync buys: see untraced)" if "untraced" in s
+           else "the sync buys: no twin here)"),
         f"  streams        {s['streams']}, {ms(s['concurrent_ns'])} with two or more running; "
         f"stop checks {pct(cover)} busy (median)",
         f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
@@ -427,8 +429,15 @@ UNTRACED_ROWS = (
     ("profiler's share of the bubble", "profiler_bubble_share", pct),
     ("profiler's share of the period", "profiler_period_share", pct),
 )
-# What to trust for the sync: the traced share is the observer's picture, not the gain.
-SYNC_NOTE = "sync idle share: as traced; what hiding the sync buys: the untraced bubble and pair"
+
+
+def sync_note(twin: bool) -> str:
+    """What to trust for the sync, said once under a comparison: the traced share is the
+    observer's picture, not the gain; `twin`: some run has an untraced twin to point at."""
+    if twin:
+        return "sync idle share: as traced; what hiding the sync buys: the untraced bubble (events)"
+    return ("sync idle share: as traced; no run here has the untraced twin that measures what "
+            "hiding it buys")
 
 
 def md_summary(a) -> str:
@@ -442,36 +451,60 @@ def md_summary(a) -> str:
     if "untraced" in s:
         rows += [(name, fmt(s["untraced"][key])) for name, key, fmt in UNTRACED_ROWS]
     rows += [(f"idle: {c}", ms(s["idle_ns_by_cause"][c])) for c in CAUSES]
-    rows += [(f"ledger: {p.removesuffix('_ns')}", ms(s["idle_ledger"][p])) for p in LEDGER]
+    rows += [(f"ledger: {LEDGER_WORDS[p]}", ms(s["idle_ledger"][p])) for p in LEDGER]
     return md_table(["device " + str(a.device), "value"], rows)
 
 
-STEP_COLUMNS = ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns",
-                "idle_wait_ns", "idle_host_ns", "idle_launch_ns")
-TWIN_STEP_COLUMNS = ("untraced_period_ns", "untraced_bubble_ns")
+# The per-step tables of a report: (caption, columns, the column it needs), each table only
+# where the run has that column, each within 100 columns (the units are in the caption).
+HOST_STEPS = ("Per step, µs: the step on the host (its NVTX range)", ("step", "cpu_ns"), "cpu_ns")
+GPU_STEPS = (
+    "Per step, µs: the NVTX range on the host, the step on the GPU, its idle time by ledger part",
+    ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns", "idle_wait_ns",
+     "idle_host_ns", "idle_launch_ns"), "period_ns")
+TWIN_STEPS = (
+    "Per step, µs: traced beside the untraced twin (CUDA events in a run without the profiler)",
+    ("step", "period_ns", "untraced_period_ns", "bubble_ns", "untraced_bubble_ns"),
+    "untraced_period_ns")
+METRIC_STEPS = (
+    "Per step: GPU metrics, time-weighted over the step (% of peak; DRAM read in GB/s)",
+    ("step", "gr_active_pct", "sm_active_pct", "tensor_active_pct", "dram_read_pct",
+     "dram_write_pct", "dram_read_gbps"), "sm_active_pct")
+STEP_HEADERS = {
+    "cpu_ns": "host", "period_ns": "period", "busy_ns": "busy", "bubble_ns": "bubble",
+    "overlap_ns": "overlap", **{f"idle_{p}": w for p, w in LEDGER_WORDS.items()},
+    "untraced_period_ns": "untraced period", "untraced_bubble_ns": "untraced bubble",
+    "gr_active_pct": "GR %", "sm_active_pct": "SMs %", "tensor_active_pct": "tensor %",
+    "dram_read_pct": "DRAM rd %", "dram_write_pct": "DRAM wr %", "dram_read_gbps": "DRAM rd GB/s",
+}
 
 
-METRIC_STEP_COLUMNS = ("gr_active_pct", "sm_active_pct", "tensor_active_pct", "dram_read_pct",
-                       "dram_write_pct", "dram_read_gbps")
+def _step_cells(steps: pd.DataFrame, c: str) -> list:
+    """One column's cells, formatted a column at a time: no Python call per row (a report of
+    thousands of steps)."""
+    numeric = c.endswith(("_ns", "_pct", "_gbps"))
+    values = steps[c].astype("Float64") / (1e3 if c.endswith("_ns") else 1) if numeric \
+        else steps[c]
+    fmt = "{:.0f}".format if c.endswith("_gbps") else "{:.1f}".format if numeric else str
+    return ["" if v is pd.NA or v is None else fmt(v) for v in values.tolist()]
 
 
 def md_steps(a) -> str:
-    base = STEP_COLUMNS if not isinstance(a, MetricsAnalysis) else ("step", "cpu_ns")
-    if not by_thread(a.steps).empty:
-        base = ("thread", *base)
-    names = base + tuple(c for c in (*TWIN_STEP_COLUMNS, *METRIC_STEP_COLUMNS)
-                         if c in a.steps.columns)
-    header = [c.replace("_ns", " (µs)").replace("_pct", " %").replace("_gbps", " GB/s")
-              for c in names]
-    # A column at a time: no Python call per row (a report of thousands of steps).
-    cells = []
-    for c in names:
-        numeric = c.endswith(("_ns", "_pct", "_gbps"))
-        values = a.steps[c].astype("Float64") / (1e3 if c.endswith("_ns") else 1) if numeric \
-            else a.steps[c]
-        fmt = "{:.0f}".format if c.endswith("_gbps") else "{:.1f}".format if numeric else str
-        cells.append(["" if v is pd.NA or v is None else fmt(v) for v in values.tolist()])
-    return md_table(header, list(zip(*cells, strict=True)))
+    """The per-step tables the run has columns for; a metrics-only capture has its host step
+    time and metrics."""
+    tables = ((HOST_STEPS, METRIC_STEPS) if isinstance(a, MetricsAnalysis)
+              else (GPU_STEPS, TWIN_STEPS, METRIC_STEPS))
+    threads = () if by_thread(a.steps).empty else ("thread",)
+    parts = []
+    for caption, wanted, needed in tables:
+        if needed not in a.steps.columns:
+            continue
+        # Where several threads have steps, each row names its thread.
+        names = [*threads, *(c for c in wanted if c in a.steps.columns)]
+        cells = [_step_cells(a.steps, c) for c in names]
+        parts.append(caption + ":\n\n" + md_table([STEP_HEADERS.get(c, c) for c in names],
+                                                  list(zip(*cells, strict=True))))
+    return "\n\n".join(parts)
 
 
 def md_metrics(a) -> str:
@@ -510,11 +543,24 @@ SYNC_HINT = ("capture with `gapscope profile` (or scripts/profile.sh) to name th
              "marks each sync")
 
 
+def short_path(path: str) -> str:
+    """A source file as a reader finds it: within its installed package (after `site-packages/`
+    or `dist-packages/`), else relative to the working directory, else the path itself."""
+    for root in ("site-packages/", "dist-packages/"):
+        if root in path:
+            return path.rsplit(root, 1)[1]
+    try:
+        return os.path.relpath(path) if os.path.isabs(path) and not os.path.relpath(
+            path).startswith("..") else path
+    except ValueError:
+        return path
+
+
 def sync_where(row) -> str:
     """A sync site as file:line in function, or why it has none."""
     if row.file == UNKNOWN:
-        return "line unknown (no gapscope.sync mark)"
-    return f"{row.file}:{row.line} in {row.function}"
+        return "unknown (no mark)"
+    return f"{short_path(row.file)}:{row.line} in {row.function}"
 
 
 def os_thread(tid: int) -> int:
@@ -559,9 +605,8 @@ def md_syncs(a) -> str:
     if syncs.empty:
         return "No blocking call inside the steps."
     threads = syncs["tid"].nunique() > 1
-    header = [*(["thread"] if threads else []), "call", "where", "calls", "per step",
-              "blocked (µs)", "blocked median (µs)", "GPU idle after (µs)",
-              "of it in the call (µs)"]
+    header = [*(["thread"] if threads else []), "call", "where", "calls", "/step",
+              "blocked µs", "median µs", "GPU idle after µs", "in call µs"]
     rows = [[*([os_thread(row.tid)] if threads else []), row.call, sync_where(row), row.calls,
              f"{row.calls_per_step:.2f}", f"{row.blocked_ns / 1e3:.1f}",
              f"{row.blocked_ns_median / 1e3:.1f}", f"{row.gpu_idle_after_ns / 1e3:.1f}",
@@ -583,5 +628,5 @@ def to_markdown(label: str, analyses: list) -> str:
             parts.append(md_summary(a))
             if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
                 parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
-            parts += [SYNC_NOTE, md_syncs(a), md_metrics(a), md_floor(a), md_steps(a)]
+            parts += [md_syncs(a), md_metrics(a), md_floor(a), md_steps(a)]
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -8,6 +8,8 @@ from analysis.errors import TraceError
 from analysis.readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
+# The export gzipped, read as it is (readers.load_gzipped_export), where no plain one is.
+GZIPPED_TRACE_NAME = TRACE_NAME + ".gz"
 # A torch.profiler capture of the run (scripts/profile.sh --kineto), used where no export is.
 KINETO_NAMES = ("kineto.json.gz", "kineto.json")
 RUN_INFO_NAME = "run.json"
@@ -48,14 +50,15 @@ def _read_info(path: Path) -> dict:
 def is_run_dir(directory: Path) -> bool:
     """A directory that holds a trace (or the capture to export one from): what find_trace
     takes, as opposed to a directory of run directories."""
-    return (any(directory.glob("*.sqlite")) or any((directory / n).is_file() for n in KINETO_NAMES)
+    return (any(directory.glob("*.sqlite")) or any(directory.glob("*.sqlite.gz"))
+            or any((directory / n).is_file() for n in KINETO_NAMES)
             or (directory / "capture.nsys-rep").is_file())
 
 
 def find_trace(directory: Path) -> Path:
     if (directory / TRACE_NAME).is_file():
         return directory / TRACE_NAME
-    found = sorted(directory.glob("*.sqlite"))
+    found = sorted(directory.glob("*.sqlite")) or sorted(directory.glob("*.sqlite.gz"))
     if len(found) == 1:
         return found[0]
     if not found:
@@ -77,6 +80,17 @@ def find_trace(directory: Path) -> Path:
     )
 
 
+# What a trace's name ends with, left out of its label (`torchprof.json.gz` is `torchprof`).
+TRACE_SUFFIXES = (".sqlite.gz", ".json.gz", ".sqlite", ".json", ".gz")
+
+
+def trace_stem(path: Path) -> str:
+    for suffix in TRACE_SUFFIXES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return path.name.removesuffix(suffix)
+    return path.stem
+
+
 def resolve_run(arg: str) -> Run:
     """The trace a command-line argument names, with run.json's contents and a label."""
     path = Path(arg)
@@ -89,9 +103,9 @@ def resolve_run(arg: str) -> Run:
         home = path
     else:
         trace = path
-        in_run = path.name in (TRACE_NAME, *KINETO_NAMES)
+        in_run = path.name in (TRACE_NAME, GZIPPED_TRACE_NAME, *KINETO_NAMES)
         info = _read_info(path.parent / RUN_INFO_NAME) if in_run else {}
-        stem = path.parent.resolve().name if in_run else path.stem
+        stem = path.parent.resolve().name if in_run else trace_stem(path)
         home = path.parent if in_run else None
     config = info.get("config")
     variant = config.get("variant") if isinstance(config, dict) else None
@@ -117,7 +131,9 @@ def unique_labels(runs: list) -> list:
     for run, label in zip(runs, labels, strict=True):
         if labels.count(label) > 1:
             where = run.trace_path.resolve()
-            label = f"{label} ({where.parent.name if where.name == TRACE_NAME else where.stem})"
+            home = where.parent.name if where.name in (TRACE_NAME, GZIPPED_TRACE_NAME) \
+                else trace_stem(where)
+            label = f"{label} ({home})"
         tagged.append(label)
     seen = {}
     out = []

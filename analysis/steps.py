@@ -35,11 +35,17 @@ FUNCTION_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_<>][\w<>]*)+$")
 TID_MASK = (1 << 24) - 1
 
 
+# Messages name a pattern for both callers: the command line's option, the library's argument.
+PATTERN_NAMES = {"--steps": "steps pattern (--steps / steps=)",
+                 "--check": "check pattern (--check / check=)"}
+
+
 def compile_pattern(pattern: str, option: str) -> re.Pattern:
     try:
         return re.compile(pattern)
     except re.error as e:
-        raise TraceError(f"{option} '{pattern}' is not a valid regular expression: {e}") from None
+        raise TraceError(f"the {PATTERN_NAMES.get(option, option)} '{pattern}' is not a valid "
+                         f"regular expression: {e}") from None
 
 
 def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
@@ -81,11 +87,8 @@ def match_steps(ranges: pd.DataFrame, pattern: str) -> tuple:
 
 
 def no_steps_error(ranges: pd.DataFrame, pattern: str) -> TraceError:
-    seen = sorted(set(ranges["name"]))[:5]
-    return TraceError(
-        f"no NVTX range matches the step pattern '{pattern}' (ranges seen: {seen}); "
-        "pass --steps REGEX"
-    )
+    return TraceError(f"no NVTX range matches the {PATTERN_NAMES['--steps']} '{pattern}'; "
+                      f"{names_seen(ranges)}")
 
 
 def thread_labels(tids, names: dict) -> dict:
@@ -122,7 +125,13 @@ def step_ranges(trace, pattern: str) -> tuple:
             raise no_steps_error(trace.ranges, pattern)
     if trace.ops.empty:
         raise TraceError(f"{trace.path}: --steps infer needs a CUDA trace to infer the steps from")
-    steps, how = infer_steps(trace)
+    try:
+        steps, how = infer_steps(trace)
+    except TraceError as e:
+        if pattern == INFER or trace.ranges.empty:
+            raise
+        # The default pattern found nothing and nothing repeats: say what ranges there are.
+        raise TraceError(f"{e}; {names_seen(trace.ranges)}") from None
     steps = with_threads(steps, trace.thread_names)
     labels = dict(zip(steps["tid"], steps["thread"], strict=True))
     if len(how) == 1:
@@ -130,6 +139,31 @@ def step_ranges(trace, pattern: str) -> tuple:
     else:
         by = "; ".join(f"thread {labels[t]}: {text}" for t, text in how.items())
     return steps, {"steps_from": "inferred", "steps_inferred_by": by}
+
+
+# The no-match message shows this many kinds of range name, the most frequent first.
+NAMES_SHOWN = 8
+
+
+def name_shapes(names: pd.Series) -> pd.Series:
+    """How many ranges have each name shape: the name with its numbers as N (`Step N`), so that
+    a step pattern's candidates read as one line each; most frequent first."""
+    shapes = names.astype(str).str.replace(r"\d+", "N", regex=True)
+    return shapes.value_counts(sort=True)
+
+
+def names_seen(ranges: pd.DataFrame) -> str:
+    """The range names of the trace, for the message that no range matches: every kind, with
+    its count, up to NAMES_SHOWN of them."""
+    if ranges.empty:
+        return ("the trace has no NVTX (or record_function) range: mark each step, e.g. "
+                "`with nvtx.annotate(f\"Step {i}\")`")
+    shapes = name_shapes(ranges["name"])
+    shown = ", ".join(f"'{shape}' ×{count}" for shape, count in shapes.head(NAMES_SHOWN).items())
+    more = len(shapes) - NAMES_SHOWN
+    rest = f" and {more} more" if more > 0 else ""
+    return (f"the ranges seen, by name (N: any number): {shown}{rest} "
+            "(`gapscope ranges TRACE` lists every name with its count)")
 
 
 def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:

@@ -68,11 +68,13 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
     if not devices:
         raise TraceError(
             f"{trace.path}: no GPU op was launched inside a step range "
-            f"({len(steps)} steps match '{options.step_pattern}'); check --steps"
+            f"({len(steps)} steps match '{options.step_pattern}'); check the steps pattern "
+            "(--steps / steps=)"
         )
     if options.device is not None:
         if options.device not in devices:
-            raise TraceError(f"--device {options.device}: the steps ran on devices {devices}")
+            raise TraceError(f"device {options.device} (--device / device=): the steps ran "
+                             f"on devices {devices}")
         devices = [options.device]
     return [
         analyze_device(d, _device_ops(ops, d), steps, checks, trace, origin)
@@ -226,7 +228,8 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
     devices = sorted(int(d) for d in trace.gpu_metrics["device"].unique())
     if options.device is not None:
         if options.device not in devices:
-            raise TraceError(f"--device {options.device}: GPU metrics were sampled on {devices}")
+            raise TraceError(f"device {options.device} (--device / device=): GPU metrics "
+                             f"were sampled on {devices}")
         devices = [options.device]
     out = []
     for device in devices:

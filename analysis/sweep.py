@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analysis import api
 from analysis.errors import TraceError
-from analysis.runs import KINETO_NAMES, TRACE_NAME, is_run_dir
+from analysis.runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
 from analysis.summary import Options
 
 # From this many runs on, progress is shown even when they were named one by one.
@@ -56,18 +56,21 @@ def run_dirs(root: Path) -> list:
     assembled from links), never looking inside a run directory."""
     found = []
     for here, subdirs, files in os.walk(root, followlinks=True):
-        if TRACE_NAME in files or any(n in files for n in KINETO_NAMES):
+        if any(n in files for n in (TRACE_NAME, GZIPPED_TRACE_NAME, *KINETO_NAMES)):
             found.append(Path(here))
             subdirs.clear()
         subdirs.sort()
     return sorted(found)
 
 
-def analyse_one(arg: str, options: Options, metrics_only_ok: bool = False) -> tuple:
-    """(run, what made the trace, [DeviceAnalysis], the trace's strings) of one argument."""
+def analyse_one(arg: str, options: Options, metrics_only_ok: bool = False,
+                blocking: bool = False) -> tuple:
+    """(run, what made the trace, [DeviceAnalysis], the trace's strings) of one argument, and
+    where `blocking` its blocking calls (a timeline to write: analysis.perfetto)."""
     run, trace, analyses = api.load_and_analyse(arg, options.step_pattern, options.check_pattern,
                                                 options.device, metrics_only_ok)
-    return run, api.describe(trace), analyses, trace.strings
+    return (run, api.describe(trace), analyses, trace.strings,
+            *((trace.blocking,) if blocking else ()))
 
 
 def _workers(count: int) -> int:
@@ -75,19 +78,21 @@ def _workers(count: int) -> int:
     return max(1, min(count, cores or 1))
 
 
-def analyse_all(args: list, options: Options, progress: bool = False,
-                metrics_only_ok: bool = False) -> list:
+def analyse_all(args: list, options: Options | list, progress: bool = False,
+                metrics_only_ok: bool = False, blocking: bool = False) -> list:
     """analyse_one of each argument, in order; in parallel processes where there are several
-    runs and cores (forked on Linux: no re-import)."""
+    runs and cores (forked on Linux: no re-import). `options`: one for all, or one each."""
+    each = options if isinstance(options, list) else [options] * len(args)
     workers = _workers(len(args))
     if workers == 1 or not sys.platform.startswith("linux"):
         results = []
-        for i, arg in enumerate(args):
-            results.append(analyse_one(arg, options, metrics_only_ok))
+        for i, (arg, own) in enumerate(zip(args, each, strict=True)):
+            results.append(analyse_one(arg, own, metrics_only_ok, blocking))
             _report(progress, i + 1, len(args), arg)
         return results
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(analyse_one, arg, options, metrics_only_ok) for arg in args]
+        futures = [pool.submit(analyse_one, arg, own, metrics_only_ok, blocking)
+                   for arg, own in zip(args, each, strict=True)]
         results = []
         for i, (arg, future) in enumerate(zip(args, futures, strict=True)):
             results.append(future.result())

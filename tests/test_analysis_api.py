@@ -93,4 +93,18 @@ def test_the_bench_table_reads_in_100_columns():
 def test_a_pattern_in_a_message_is_shown_as_typed_not_doubled():
     with pytest.raises(TraceError) as e:
         analyze_trace(DATA / "h200-eager-static-bs16.sqlite", steps=r"^Iteration (\d+)$")
-    assert r"matches the step pattern '^Iteration (\d+)$' (ranges seen" in str(e.value)
+    message = str(e.value)
+    assert r"matches the steps pattern (--steps / steps=) '^Iteration (\d+)$'; the ranges" in \
+        message
+    # Said for a Python caller too: it names the input and the argument, not only the option.
+    assert message.startswith(f"{DATA / 'h200-eager-static-bs16.sqlite'}: ")
+    assert "pass --steps" not in message
+
+
+def test_errors_name_the_argument_for_python_callers_as_well():
+    with pytest.raises(TraceError) as e:
+        analyze_trace(DATA / "h200-eager-static-bs16.sqlite", device=3)
+    assert str(e.value) == (f"{DATA / 'h200-eager-static-bs16.sqlite'}: device 3 (--device / "
+                            "device=): the steps ran on devices [0]")
+    with pytest.raises(TraceError, match=r"the check pattern \(--check / check=\) '\(' is not"):
+        analyze_trace(DATA / "h200-eager-static-bs16.sqlite", check="(")

@@ -192,7 +192,10 @@ def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
     cases = [
         (("analyze", tmp_path), "a run directory needs capture.sqlite (no .sqlite file there)"),
         (("analyze", tmp_path / "missing.sqlite"), "missing.sqlite: no such file or directory"),
-        (("analyze", STATIC, "--steps", "^Iteration"), "no NVTX range matches the step pattern"),
+        (("analyze", STATIC, "--steps", "^Iteration"),
+         f"{STATIC}: no NVTX range matches the steps pattern (--steps / steps=) '^Iteration'; "
+         "the ranges seen, by name (N: any number): 'Step N' ×20, 'Model Forward' ×20, "
+         "'Check Stop Condition' ×20 (`gapscope ranges TRACE` lists every name"),
         (("compare", STATIC, tmp_path / "nope"), "nope: no such file or directory"),
         (("report", tmp_path / "nope", "-o", tmp_path / "out"), "no such file or directory"),
     ]
@@ -220,3 +223,32 @@ def test_usage_errors_are_one_line_and_exit_2(args):
                           text=True, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 2
     assert proc.stderr.startswith("gapscope: error: ") and len(proc.stderr.splitlines()) == 1
+
+
+def test_compare_gives_idle_per_step_so_runs_of_other_lengths_compare():
+    result = run("compare", STATIC, f"{STATIC}:^Step (3\\d)$", "--format", "json")
+    assert result.exit_code == 0, result.output
+    # One trace twice is two runs of one configuration: an object with the runs and the spread.
+    whole, part = json.loads(result.output)["runs"]
+    assert (whole["steps"], part["steps"]) == (20, 9)
+    for r in (whole, part):
+        for cause in ("sync", "host", "queued", "unknown"):
+            assert r[f"idle_{cause}_ns_per_step"] == r[f"idle_{cause}_ns"] / r["steps"]
+    text = run("compare", STATIC, f"{STATIC}:^Step (3\\d)$").output
+    # 3578243 ns of sync idle over 20 steps is 0.179 ms a step.
+    row = next(line for line in text.splitlines() if line.startswith("idle sync ms/step"))
+    assert row.split()[3] == "0.179"
+
+
+def test_the_report_says_the_sync_note_once_and_keeps_its_tables_in_100_columns(tmp_path):
+    runs = DATA / "runs"
+    result = run("report", runs / "static", runs / "pipelined", runs / "graphed-sync",
+                 runs / "fused", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert md.count("sync idle share: as traced") == 1
+    assert "sync idle share: as traced; no run here has the untraced twin" in md
+    assert max(len(line) for line in md.splitlines() if line.startswith("|")) <= 100
+    assert "| idle host ms/step | 6.547 | 6.559 |" in md
+    assert "| step | ops | host | period | busy | bubble | overlap | blocked | pre-launch | " \
+        "in launch |" in md

@@ -66,11 +66,16 @@ def test_analyze_picks_the_metrics_only_analysis_and_says_so(tmp_path):
     assert run("analyze", path, "--format", "md").exit_code == 0
     png = tmp_path / "m.png"
     assert run("analyze", path, "--plot", png).exit_code == 0 and png.stat().st_size > 0
-    # compare shows it in the hardware table (tests/test_hardware_compare.py); report cannot.
+    # compare shows it in the hardware table (tests/test_hardware_compare.py); so does report,
+    # with its per-step metrics and figure, and no gap comparison (it has no gaps).
     reported = run("report", path, "-o", tmp_path / "r")
-    assert reported.exit_code == 2
-    assert "GPU metrics only, no CUDA trace" in reported.output
-    assert len(reported.output.strip().splitlines()) == 1
+    assert reported.exit_code == 0, reported.output
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "| run | steps | untraced ms |" in md and "| m | 2 | – |" in md
+    assert "GPU metrics only (no CUDA trace): no gap analysis." in md
+    assert "GPU period ms/step" not in md and (tmp_path / "r" / "m-device0.png").is_file()
+    perfetto = run("analyze", path, "--perfetto", tmp_path / "m.json")
+    assert perfetto.exit_code == 2 and "has no timeline" in perfetto.output
 
 
 def test_metrics_with_a_cuda_trace_average_over_each_steps_gpu_span(tmp_path):

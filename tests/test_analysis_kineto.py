@@ -90,7 +90,7 @@ def test_profiler_steps_are_the_default_steps_when_no_step_range_exists(tmp_path
     t.range("Step 1", 0, 100)  # a Step N range wins over them
     (b,) = analyse(t.write(tmp_path / "u.json"))
     assert list(b.steps["step"]) == [1] and list(b.steps["ops"]) == [2]
-    with pytest.raises(TraceError, match="no NVTX range matches the step pattern"):
+    with pytest.raises(TraceError, match="no NVTX range matches the steps pattern"):
         analyse(tmp_path / "t.json", step_pattern=r"^Iteration (\d+)$")
 
 
@@ -247,3 +247,24 @@ def test_crosscheck_of_a_run_directory_matches_step_by_step(tmp_path, capsys):
     assert out[2].endswith("1.200  <-")
     assert out[-1] == "MISMATCH: 1/2 steps with equal ops, 1/2 with busy within 5%"
     assert crosscheck.main([str(tmp_path / "nowhere")]) == 2
+
+
+@pytest.mark.parametrize("signature, short", [
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps"
+     "<float>, unsigned int, long, 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<"
+     "float>, unsigned int, long, 4, 4>)", "reduce_kernel"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(cutlass_80_"
+     "tensorop_s1688gemm_64x64_32x6_nn_align4::Params)", "Kernel2"),
+    ("void at::native::(anonymous namespace)::indexSelectSmallIndex<float, long, unsigned int, 2, "
+     "2, -2>(at::cuda::detail::TensorInfo<float, unsigned int>, long)", "indexSelectSmallIndex"),
+    ("void (anonymous namespace)::elementwise_kernel_with_index<int, at::native::arange_cuda_out("
+     "c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#4}>(int, long)",
+     "elementwise_kernel_with_index"),
+    ("fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, "
+     "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+     "fmha_cutlassF_f32_aligned_64x64_rf_sm80"),
+    ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
+    ("nvjet_tst_64x8_64x16_4x1_v_bz_TNN", "nvjet_tst_64x8_64x16_4x1_v_bz_TNN"),
+])
+def test_a_kernels_short_name_is_nsyss_short_name(signature, short):
+    assert kineto.short_kernel_name(signature) == short

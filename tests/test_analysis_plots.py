@@ -34,3 +34,76 @@ def test_the_gap_histogram_counts_each_gap_once_by_cause():
     assert edges[0] == 1.0 and edges[-1] > 1000.0 and np.isclose(edges[-1], 1000.0)
     assert {c: int(n.sum()) for c, n in counts.items()} == {"host": 3, "sync": 1, "queued": 1}
     assert counts["host"][0] == 1 and counts["host"][-1] == 1  # the shortest and the longest
+
+
+def _causes(tmp_path):
+    from synth import causes_trace
+
+    from analysis.api import load_and_analyse
+
+    (_, _, (a,)) = load_and_analyse(causes_trace().write(tmp_path / "t.sqlite"))
+    return a
+
+
+def test_the_overview_bins_each_columns_time_into_busy_and_idle_by_cause(tmp_path):
+    from analysis.plots_timeline import binned_timeline, timeline_steps
+
+    a = _causes(tmp_path)
+    chosen, lo, hi = timeline_steps(a.steps)
+    assert (len(chosen), lo, hi) == (2, 0, 200)  # both steps; Step 2's range ends at 200
+    edges, parts = binned_timeline(a.ops, a.gaps, lo, hi, columns=4)
+    assert edges.tolist() == [0, 50, 100, 150, 200]
+    # ops k1 [20,30] k2 [50,60] k3 [95,105] k4 [110,120] k5 [125,128] k6 [140,150]; gaps host
+    # [30,50) and [128,140), sync [60,95), queued [105,110), unknown [120,125).
+    assert {k: v.tolist() for k, v in parts.items()} == {
+        "busy": [10, 15, 28, 0], "sync": [0, 35, 0, 0], "host": [20, 0, 12, 0],
+        "queued": [0, 0, 5, 0], "unknown": [0, 0, 5, 0]}
+    # A column is never narrower than a ns.
+    assert len(binned_timeline(a.ops, a.gaps, lo, hi)[0]) == 201
+
+
+def test_the_zoom_frames_the_bubble_between_the_middle_steps(tmp_path):
+    from analysis.plots_timeline import zoom_window
+
+    a = _causes(tmp_path)
+    # The bubble is [60, 95); a period's median is 65, so the zoom reaches 9 ns either side:
+    # from k2's start (50) cut to 51, to k3's end (105) cut to 104.
+    lo, hi, before, after = zoom_window(a, ops_each_side=1)
+    assert (lo, hi, before["name"], after["name"]) == (51, 104, "Step 1", "Step 2")
+
+
+def test_each_quantity_has_one_colour_and_one_word():
+    from analysis import palette
+
+    colours = [palette.BUSY_COLOUR, *palette.CAUSE_COLOURS.values(),
+               *palette.LEDGER_COLOURS.values(), palette.TRACED_COLOUR,
+               palette.TRACED_GRAPH_COLOUR, palette.UNTRACED_COLOUR, palette.NVTX_COLOUR,
+               *palette.METRIC_COLOURS.values(), palette.FLOOR_COLOUR]
+    assert len(set(colours)) == len(colours)
+    words = [*palette.CAUSE_COLOURS, *palette.LEDGER_WORDS.values(), palette.BUSY]
+    assert len(set(words)) == len(words) and "host" not in palette.LEDGER_WORDS.values()
+
+
+def test_a_figure_draws_the_twin_beside_the_traced_steps(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from analysis import plots
+
+    a = _causes(tmp_path)
+    seen = {}
+
+    def keep(fig, *args, **kwargs):
+        seen.update({ax.get_title(): [t.get_text() for t in ax.get_legend().get_texts()]
+                     for ax in fig.axes if ax.get_legend()})
+
+    monkeypatch.setattr(plt.Figure, "savefig", keep)
+    plots.plot_analysis(a, "t", tmp_path / "t.png", untraced_ms_per_step=0.00005)
+    assert seen["per step: the GPU period, traced and untraced"] == [
+        "traced", "untraced ms/step (run.json: the bench's whole runs)"]
+    assert seen["per step: the GPU period, busy and idle by ledger part"] == [
+        "busy", "idle: blocked", "idle: pre-launch", "idle: in launch"]
+    causes = ["idle, cause: sync", "idle, cause: host", "idle, cause: queued",
+              "idle, cause: unknown"]
+    assert seen["5 idle gaps by length and cause"] == causes
+    overview = next(t for t in seen if t.startswith("2 steps on the GPU, binned"))
+    assert seen[overview] == ["busy", *causes]

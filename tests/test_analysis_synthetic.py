@@ -141,7 +141,8 @@ def test_several_devices_are_analysed_apart(tmp_path):
     assert [a.summary["idle_ns"] for a in analyses] == [10, 0]
     (only,) = analyze(load_trace(path), Options(device=1))
     assert only.summary["window_ns"] == 40
-    with pytest.raises(TraceError, match=r"--device 3: the steps ran on devices \[0, 1\]"):
+    with pytest.raises(TraceError,
+                       match=r"device 3 \(--device / device=\): the steps ran on devices \[0, 1\]"):
         analyze(load_trace(path), Options(device=3))
 
 
@@ -225,7 +226,8 @@ def test_bubble_median_of_two_bubbles_is_their_mean(tmp_path):
 
 
 def test_a_step_pattern_matching_nothing_names_the_pattern(tmp_path):
-    with pytest.raises(TraceError, match=r"no NVTX range matches the step pattern '\^Iter'"):
+    with pytest.raises(TraceError, match=r"no NVTX range matches the steps pattern "
+                                         r"\(--steps / steps=\) '\^Iter'"):
         analyse(tmp_path, causes_trace(), step_pattern="^Iter")
     with pytest.raises(TraceError, match="not a valid regular expression"):
         analyse(tmp_path, causes_trace(), name="u.sqlite", step_pattern="(")

@@ -115,9 +115,11 @@ def test_analyze_shows_traced_and_untraced_side_by_side(tmp_path):
         "bubble: 42.9%" in text
     md = run("analyze", d, "--format", "md").output
     assert "| profiler's share of the bubble | 42.9% |" in md
-    assert "untraced_period (µs) | untraced_bubble (µs) |" in md
-    # Step 1 has no untraced period or bubble (no step 0 in the twin).
-    assert "| 1 | 2 | 0.1 | 0.0 | 0.0 |  |  | 0.0 | 0.0 | 0.0 |  |  |" in md
+    assert "| step | period | untraced period | bubble | untraced bubble |" in md
+    # Step 1 has no untraced period or bubble (no step 0 in the twin); step 2's traced period
+    # is 90 ns, its twin's 80, the bubbles 35 and 20 (µs, one decimal).
+    assert "| 1 | 0.0 |  |  |  |\n| 2 | 0.1 | 0.1 | 0.0 | 0.0 |" in md
+    assert "| 1 | 2 | 0.1 | 0.0 | 0.0 |  |  | 0.0 | 0.0 | 0.0 |\n" in md
 
 
 def test_a_bad_twin_stops_analyze_with_one_line(tmp_path):

@@ -61,5 +61,6 @@ def test_a_floor_in_run_json_that_is_not_numbers_is_one_line(tmp_path):
     (path / "run.json").write_text(json.dumps(info))
     result = CliRunner().invoke(main, ["analyze", str(path)])
     assert result.exit_code == 2
-    assert result.output.startswith("gapscope: error: run.json: floor.bytes_by_step")
+    # The message names the run it is about (compare and report take several).
+    assert result.output.startswith(f"gapscope: error: {path}: run.json: floor.bytes_by_step")
     assert result.output.count("\n") == 1

@@ -56,3 +56,17 @@ def test_an_nsys_capture_and_its_torch_profiler_twin_are_not_two_runs_of_one_con
                                     str(PAIR / "kineto.json.gz")]).output
     assert "Between runs" not in out
     assert "static (kineto)" in out
+
+
+def test_the_op_after_each_gap_has_one_name_in_both_readers():
+    # torch.profiler records the demangled signature, nsys a short name: the Kineto reader
+    # shortens it as nsys does (METRICS.md, next_op), so the gaps join on their next op.
+    nsys, kineto, *_ = analyses()
+    by_name = {"Kernel2": 490, "[memcpy]": 140, "[memset]": 480, "elementwise_kernel": 169,
+               "elementwise_kernel_with_index": 120,
+               "fmha_cutlassF_f32_aligned_64x64_rf_sm80": 120, "indexSelectSmallIndex": 20,
+               "index_elementwise_kernel": 260, "reduce_kernel": 30,
+               "vectorized_elementwise_kernel": 1850, "vectorized_layer_norm_kernel": 250}
+    for a in (nsys, kineto):
+        assert a.gaps.groupby("next_op").size().to_dict() == by_name
+    assert nsys.gaps["next_op"].tolist() == kineto.gaps["next_op"].tolist()

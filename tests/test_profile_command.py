@@ -176,7 +176,8 @@ def test_range_graph_trace_and_osrt_options_become_nsys_flags(installed, tmp_pat
     (["profile", "--range", "cudaProfilerApi", "--delay", "3", "--", *NOTHING],
      "--delay/--duration time a stretch of the whole run: they do not go with --range "
      "cudaProfilerApi"),
-    (["profile", "--steps", "(", "--", *NOTHING], "--steps '(' is not a valid regular expression"),
+    (["profile", "--steps", "(", "--", *NOTHING],
+     "the steps pattern (--steps / steps=) '(' is not a valid regular expression"),
 ])
 def test_usage_errors_exit_2_before_nsys_is_looked_for(installed, tmp_path, args, message):
     result = inproc(tmp_path, *args, PATH=path_without_nsys())

@@ -65,6 +65,32 @@ def ns(value) -> int:
     raise ValueError(f"not a time: {value!r}")
 
 
+def short_kernel_name(signature: str) -> str:
+    """A kernel's short name from the demangled signature torch.profiler records, as nsys's
+    `shortName` gives it: the function's own name, without its return type, namespaces,
+    template arguments or parameters (`void at::native::reduce_kernel<512, 1, ...>(...)` is
+    `reduce_kernel`, `void cutlass::Kernel2<...>(...)` is `Kernel2`), so that the `next_op` of
+    both readers join. A name with none of those (Triton's, cuBLAS's) stays as it is."""
+    s = signature.strip()
+    if s.endswith(")"):  # the parameter list: the last balanced (...)
+        depth = 0
+        for i in range(len(s) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(s[i], 0)
+            if depth == 0:
+                s = s[:i]
+                break
+    kept, depth = [], 0
+    for c in s:  # template arguments, nested ones too
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            kept.append(c)
+    name = "".join(kept).strip().split(" ")[-1].rsplit("::", 1)[-1]
+    return name or signature
+
+
 def global_tid(pid: int, tid: int) -> int:
     return (int(pid) << TID_BITS) | (int(tid) & ((1 << TID_BITS) - 1))
 
@@ -171,7 +197,12 @@ def build(path: Path, doc: dict) -> Trace:
         values = launch_calls[name]
         return np.where(found, values[row] if len(values) else -1, -1)
 
-    codes, kernel_names = pd.factorize(pd.Series(op_names, dtype=object))
+    codes, signatures = pd.factorize(pd.Series(op_names, dtype=object))
+    # Short kernel names, as nsys's: each distinct signature shortened once, then names that
+    # shorten alike share one id.
+    short_codes, kernel_names = pd.factorize(
+        pd.Series([short_kernel_name(n) for n in signatures], dtype=object))
+    codes = short_codes[codes] if len(short_codes) else codes
     kernel = op["kind"] == KERNEL
     ops_frame = pd.DataFrame({
         "start": op["start"], "end": op["end"], "device": op["device"], "stream": op["stream"],
