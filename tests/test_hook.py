@@ -372,7 +372,7 @@ def test_torch_sync_warning_becomes_a_mark_and_other_warnings_pass(hook, tmp_pat
         def loop_line():
             ops.item()
             ops.item()   # `always`: every sync, not once per line
-            warnings.warn("something else", DeprecationWarning)
+            warnings.warn("something else", DeprecationWarning, stacklevel=1)
 
         loop_line()
     line = loop_line.__code__.co_firstlineno + 1
@@ -495,7 +495,8 @@ def test_a_broken_environment_turns_the_hook_off_not_the_program(tmp_path):
 
 def test_a_compiled_step_function_breaks_its_graph_at_the_events_and_is_still_timed(
         hook, tmp_path, monkeypatch):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
+    import torch
     import torch._dynamo
 
     rec = recorder(hook)
