@@ -441,15 +441,31 @@ def disable_dynamo(dynamo) -> None:
 # --- the sync's source line ----------------------------------------------------------------
 
 
+_STDLIB = os.path.dirname(os.__file__)
+
+
 def _internal(path: str, torch_dir: str | None) -> bool:
     """A frame to walk past: torch's own, this hook's, the warnings machinery's, or code torch
     generated (fx graphs)."""
     if path == _THIS_FILE or path.startswith("<eval_with_key>") or path.startswith("<frozen "):
         return True
     if os.path.basename(path) in ("warnings.py", "_py_warnings.py") and (
-            os.path.dirname(path) == os.path.dirname(os.__file__)):
+            os.path.dirname(path) == _STDLIB):
         return True
     return bool(torch_dir) and path.startswith(torch_dir)
+
+
+# (file, torch's folder) -> the file as the mark names it, or None for a frame to walk past:
+# a sync a step repeats the same few lines, and path work costs more than the walk.
+_SHOWN = {}
+
+
+def _shown(path: str, torch_dir: str | None):
+    key = (path, torch_dir)
+    if key not in _SHOWN:
+        _SHOWN[key] = None if _internal(path, torch_dir) else (
+            path if path.startswith("<") else os.path.abspath(path))
+    return _SHOWN[key]
 
 
 def sync_mark_message(frame, torch_dir: str | None) -> str | None:
@@ -457,19 +473,26 @@ def sync_mark_message(frame, torch_dir: str | None) -> str | None:
     (FILE absolute, FUNCTION its qualified name); None when there is none."""
     while frame is not None:
         code = frame.f_code
-        path = code.co_filename
-        if not _internal(path, torch_dir):
-            where = path if path.startswith("<") else os.path.abspath(path)
+        where = _shown(code.co_filename, torch_dir)
+        if where is not None:
             name = getattr(code, "co_qualname", code.co_name)
             return f"{SYNC_MARK} {where}:{frame.f_lineno} {name}"
         frame = frame.f_back
     return None
 
 
+_TORCH_DIR = []
+
+
 def _torch_dir() -> str | None:
-    torch = sys.modules.get("torch")
-    path = getattr(torch, "__file__", None)
-    return os.path.dirname(os.path.abspath(path)) + os.sep if path else None
+    """torch's package folder (with a trailing separator), once torch is imported."""
+    if not _TORCH_DIR:
+        torch = sys.modules.get("torch")
+        path = getattr(torch, "__file__", None)
+        if not path:
+            return None
+        _TORCH_DIR.append(os.path.dirname(os.path.abspath(path)) + os.sep)
+    return _TORCH_DIR[0]
 
 
 def install_sync_marks(warnings_module, mark) -> None:
