@@ -94,6 +94,7 @@ class Recorder:
         self._threads = []
         self._started = {}  # start_range handles -> their tokens
         self.pid = os.getpid()
+        self.on_first_step = None  # called once, at the process's first step
 
     def reset(self) -> None:
         """A forked child starts empty: the steps so far are its parent's."""
@@ -133,7 +134,10 @@ class Recorder:
 
             with self._lock:
                 t.order = sum(1 for other in self._threads if other.order is not None)
+                first, self.on_first_step = self.on_first_step, None
             t.name = threading.current_thread().name
+            if first is not None:
+                first()
         run = t.runs[-1] if t.runs else None
         # A number that does not grow starts a new sequence (a second loop, a second generate).
         if run is None or run.clock != start[0] or number <= run.last:
@@ -673,6 +677,14 @@ def install(environ=os.environ) -> None:
                 _say(f"cannot write {path}: {e}")
 
         atexit.register(write)
+
+        def write_before_torch_exits():
+            # Exit handlers run last-registered first: the events are read before those torch
+            # and the program registered since start-up.
+            atexit.unregister(write)
+            atexit.register(write)
+
+        _REC.on_first_step = write_before_torch_exits
         os.register_at_fork(after_in_child=_REC.reset)
 
     if environ.get("GAPSCOPE_SYNC_MARKS") == "1":
