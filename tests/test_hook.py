@@ -529,3 +529,24 @@ def test_a_compiled_step_function_breaks_its_graph_at_the_events_and_is_still_ti
     breaks = " ".join(counters["graph_break"])
     assert "_enter" in breaks and "_exit" in breaks
     torch._dynamo.reset()
+
+
+def test_the_harness_step_timeline_hands_its_marks_to_the_hook(hook, monkeypatch):
+    pytest.importorskip("torch")
+    from harness import instrument
+
+    rec = recorder(hook, r"^Step (\d+)$")
+    monkeypatch.setitem(sys.modules, "gapscope_hook", hook)
+    monkeypatch.setattr(instrument.torch.cuda, "is_available", lambda: False)  # the host clock
+    timeline = instrument.StepTimeline(on=True)
+    for i in (1, 2):
+        with timeline.span(i):
+            rec.range_push(f"Step {i}")   # the harness' own NVTX range: left to its timeline
+            rec.range_pop()
+    (run,) = rec.runs()
+    marks = timeline.marks
+    assert run["step"] == [1, 2] and run["clock"] == "host-clock"
+    assert run["end_ns"] == [marks[0][2] - marks[0][1], marks[1][2] - marks[0][1]]
+    # Without the hook's twin (a traced run: sync marks only) the harness keeps to itself.
+    hook._REC = None
+    assert instrument.StepTimeline(on=True)._hook is None

@@ -328,3 +328,11 @@ def test_a_share_smaller_than_the_runs_spread_is_within_noise(tmp_path):
     md = inproc(tmp_path, "analyze", str(d), "--format", "md").stdout
     assert "| profiler's share of the period | within noise (untraced runs' medians" in md
     assert "| profiler's share of the bubble | 42.9% |" in md
+    # A second run whose third twin run has a 40 ns bubble: medians 20, 10, 40 spread 30 > 15.
+    d2 = tmp_path / "run2"
+    shutil.copytree(d, d2)
+    runs[2] = {"step": [1, 2], "start_ns": [0, 70], "end_ns": [30, 100]}
+    (d2 / "untraced_steps.json").write_text(json.dumps({"format": FORMAT, "runs": runs}))
+    compared = inproc(tmp_path, "compare", str(d), str(d2)).stdout
+    rows = {line[:29].strip(): line[29:].split() for line in compared.splitlines()}
+    assert rows["profiler's share of bubble"] == ["42.9%", "noise"]
