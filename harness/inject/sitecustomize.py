@@ -622,7 +622,8 @@ class _Loader:
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self.loader
         self.loader.exec_module(module)
-        _run_callbacks(self.callbacks, module)
+        # A module may put another object in its place (torch.backends.cudnn does).
+        _run_callbacks(self.callbacks, sys.modules.get(module.__name__, module))
 
 
 # --- start-up ------------------------------------------------------------------------------
