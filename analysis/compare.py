@@ -163,12 +163,18 @@ def display_rows(table: pd.DataFrame) -> list:
          [_opt(_scaled(r["untraced_bubble_ns_median"], 1e3), ".1f") for r in rows]),
         # "noise": the twin's runs disagree by more than the profiler's effect (METRICS.md).
         ("profiler's share of bubble",
-         ["noise" if r.get("untraced_profiler_bubble_share_within_noise")
+         ["noise" if _true(r.get("untraced_profiler_bubble_share_within_noise"))
           else _opt(r["untraced_profiler_bubble_share"], ".1%") for r in rows]),
         ("rank traced / untraced", [f"{r['traced_rank']} / {r['untraced_rank']}"
                                     if r["untraced_rank"] is not None else "n/a" for r in rows]),
     ]
     return out + [(name, cells) for name, cells in timing + twin if set(cells) != {"n/a"}]
+
+
+def _true(value) -> bool:
+    """A flag as compare's table holds it: True, 1 or 1.0 (from the database); None or NaN
+    where the run has no twin."""
+    return bool(_scaled(value, 1))
 
 
 def _scaled(value, scale: float):
