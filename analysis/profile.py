@@ -262,6 +262,9 @@ def no_twin_reason(choice: StepChoice, capture_range: str) -> str | None:
     if choice.steps_from == "inferred":
         return ("the steps are inferred from the trace (no NVTX step ranges and no step "
                 "function), and a run without the profiler has nothing to mark them by")
+    if choice.steps_from == "profiler_step":
+        return ("torch.profiler's ProfilerStep#N ranges are opened in torch's C++, out of the "
+                "hook's reach: name the step with --step-function for a twin")
     if choice.steps_from == "function" and capture_range == "cudaProfilerApi":
         return ("the function steps are counted from the capture's start (the program's "
                 "cudaProfilerStart), which a run without nsys cannot place: --range all gives "
