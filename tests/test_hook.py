@@ -321,6 +321,15 @@ def test_a_step_begun_on_one_clock_and_ended_on_another_is_dropped(hook):
     assert (run["clock"], run["step"], run["end_ns"]) == ("cuda-events", [2], [1_000_000])
 
 
+def test_a_step_run_inside_a_cuda_graph_capture_is_not_timed(hook):
+    marks = iter([("capturing", None), ("capturing", None), ("host-clock", 5), ("host-clock", 9)])
+    rec = recorder(hook, mark=lambda: next(marks))
+    for _ in range(2):
+        hook._exit(hook._enter())
+    (run,) = rec.runs()
+    assert (run["step"], run["end_ns"]) == ([2], [4])
+
+
 # --- the sync's source line ------------------------------------------------------------------
 
 Code = namedtuple("Code", "co_filename co_name co_qualname")

@@ -45,13 +45,16 @@ def _say(message: str) -> None:
 
 def default_mark():
     """(clock, mark): a CUDA event recorded on the current stream once the program has CUDA
-    running, else the host clock. The event is read only at exit: no sync is added."""
+    running, else the host clock. The event is read only at exit: no sync is added. Inside a
+    CUDA graph capture nothing is recorded ("capturing"): the capture's run is not a step."""
     import time
 
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
             if torch.cuda.is_initialized():
+                if torch.cuda.is_current_stream_capturing():
+                    return "capturing", None
                 event = torch.cuda.Event(enable_timing=True)
                 event.record(torch.cuda.current_stream())
                 return "cuda-events", event
@@ -127,7 +130,7 @@ class Recorder:
         self._add(t, token[0], token[1], self.mark())
 
     def _add(self, t: _Thread, number: int, start, end) -> None:
-        if start[0] != end[0]:  # CUDA came up inside the step: no common clock
+        if start[0] != end[0] or start[0] == "capturing":  # no common clock, or no time at all
             return
         if t.order is None:
             import threading
