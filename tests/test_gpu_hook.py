@@ -36,6 +36,8 @@ def line_of(path: Path, text: str) -> int:
 
 @pytest.mark.gpu
 def test_each_sync_becomes_a_mark_naming_the_program_line(tmp_path):
+    # .item() and nonzero through torch's sync warning; torch.cuda.synchronize() and
+    # Event.synchronize(), which torch does not warn about, through the hook's wrappers.
     result = run_python(tmp_path, """
         import json
         import torch
@@ -45,13 +47,17 @@ def test_each_sync_becomes_a_mark_naming_the_program_line(tmp_path):
         v = x.sum().item()                      # the item line
         torch.cuda.synchronize()                # the synchronize line
         y = (x > 0).nonzero()                   # the nonzero line
+        event = torch.cuda.Event()
+        event.record()
+        event.synchronize()                     # the event line
         print(json.dumps(marks))
     """, GAPSCOPE_SYNC_MARKS="1")
     assert result.returncode == 0, result.stderr
     assert "synchronizing" not in result.stderr   # shown as marks, not printed
     program = tmp_path / "prog.py"
     marks = json.loads(result.stdout.splitlines()[-1])
-    lines = [line_of(program, f"the {what} line") for what in ("item", "synchronize", "nonzero")]
+    lines = [line_of(program, f"the {what} line")
+             for what in ("item", "synchronize", "nonzero", "event")]
     assert [m for m in marks if m.startswith("gapscope.sync ")] == marks
     seen = [int(MARK.match(m).group(2)) for m in marks]
     assert [n for n in lines if n in seen] == lines and set(seen) <= set(lines)

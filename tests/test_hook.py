@@ -391,6 +391,30 @@ def test_torch_sync_warning_becomes_a_mark_and_other_warnings_pass(hook, tmp_pat
     assert [str(w.message) for w in shown] == ["something else"]
 
 
+def test_device_and_event_syncs_torch_does_not_warn_about_are_marked_too(hook, monkeypatch):
+    waited = []
+
+    class Event:
+        def synchronize(self):
+            waited.append("event")
+
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        synchronize=lambda device=None: waited.append("device"), Event=Event))
+    monkeypatch.setattr(hook, "_torch_dir", lambda: "/site/torch/")
+    marks = []
+    hook.mark_unwarned_syncs(torch, marks.append)
+
+    def loop_line():
+        torch.cuda.synchronize()
+        torch.cuda.Event().synchronize()
+
+    loop_line()
+    line, here = loop_line.__code__.co_firstlineno, os.path.abspath(__file__)
+    assert waited == ["device", "event"]
+    assert marks == [f"gapscope.sync {here}:{line + 1} {loop_line.__qualname__}",
+                     f"gapscope.sync {here}:{line + 2} {loop_line.__qualname__}"]
+
+
 def test_sync_debug_mode_waits_for_cuda_to_start(hook):
     queued, modes = [], []
     torch = types.SimpleNamespace(

@@ -15,7 +15,9 @@ GAPSCOPE_TWIN_DIR=DIR        the untraced twin (a run without nsys): two CUDA ev
 GAPSCOPE_SYNC_MARKS=1        in the traced run: torch's sync debug mode ("warn"), and each of its
                              "called a synchronizing CUDA operation" warnings becomes, instead of
                              a printed warning, an NVTX mark `gapscope.sync FILE:LINE FUNCTION`
-                             naming the first frame outside torch (docs/PROFILING.md)
+                             naming the first frame outside torch (docs/PROFILING.md); so does
+                             each torch.cuda.synchronize() and Event.synchronize(), which torch
+                             does not warn about
 
 Only the standard library is imported here; torch, nvtx and the step functions' modules are
 touched once the program imports them (an import hook), so the program imports and initialises
@@ -541,6 +543,32 @@ def _torch_mark(text: str) -> None:
     sys.modules["torch"].cuda.nvtx.mark(text)
 
 
+def mark_unwarned_syncs(torch, mark) -> None:
+    """torch.cuda.synchronize() and Event.synchronize() wait without torch's warning (device and
+    event syncs do not pass through c10's warn_or_error_on_sync, stream syncs and copies do):
+    each call is marked the same way by wrapping them, after the wait, as the warning is."""
+    import functools
+
+    def marking(fn):
+        @functools.wraps(fn)
+        def synchronize(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                text = sync_mark_message(sys._getframe(1), _torch_dir())
+                if text is not None:
+                    mark(text)
+
+        return synchronize
+
+    torch.cuda.synchronize = marking(torch.cuda.synchronize)
+    torch.cuda.Event.synchronize = marking(torch.cuda.Event.synchronize)
+
+
+def mark_device_and_event_syncs(torch) -> None:
+    mark_unwarned_syncs(torch, _torch_mark)
+
+
 def enable_sync_debug(torch) -> None:
     """torch's sync debug mode "warn", set when the program initialises CUDA (never before: the
     setter itself would initialise it). Queued with torch.cuda's own lazy calls."""
@@ -696,6 +724,7 @@ def install(environ=os.environ) -> None:
 
         install_sync_marks(warnings, _torch_mark)
         on("torch", enable_sync_debug)
+        on("torch", mark_device_and_event_syncs)
 
     if callbacks:
         finder = _AfterImport(callbacks)
