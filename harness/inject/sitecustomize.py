@@ -549,9 +549,14 @@ def mark_unwarned_syncs(torch, mark) -> None:
     each call is marked the same way by wrapping them, after the wait, as the warning is."""
     import functools
 
+    compiler = getattr(torch, "compiler", None)
+    compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
     def marking(fn):
         @functools.wraps(fn)
         def synchronize(*args, **kwargs):
+            if compiling():  # traced by dynamo: the call as it was, no frame walk in a graph
+                return fn(*args, **kwargs)
             try:
                 return fn(*args, **kwargs)
             finally:
