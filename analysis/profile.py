@@ -340,8 +340,7 @@ def traced_functions(functions: list, probe: sf.Probe | None) -> list:
                    "forwards of transformers' causal LMs, else steps inferred from the trace.")
 @click.option("--step-function", "step_functions", multiple=True, metavar="MODULE:QUALNAME",
               help="Each call of this function is a step (nsys's Python function trace; "
-                   "repeatable), e.g. transformers.models.gpt2.modeling_gpt2:GPT2LMHeadModel."
-                   "forward.")
+                   "repeatable), e.g. mypkg.decode:Decoder.step.")
 @click.option("--check", "check_pattern", default=DEFAULT_CHECK_PATTERN, show_default=True,
               help="Regex naming the stop-check NVTX ranges; kept in run.json.")
 @click.option("--range", "capture_range", type=click.Choice(RANGES), default=None,
