@@ -27,6 +27,7 @@ the program runs on.
 
 import os
 import sys
+import time
 
 FORMAT = "gapscope-untraced-steps/1"
 SYNC_WARNING = "called a synchronizing CUDA operation"
@@ -49,8 +50,6 @@ def default_mark():
     """(clock, mark): a CUDA event recorded on the current stream once the program has CUDA
     running, else the host clock. The event is read only at exit: no sync is added. Inside a
     CUDA graph capture nothing is recorded ("capturing"): the capture's run is not a step."""
-    import time
-
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
