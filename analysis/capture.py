@@ -113,9 +113,11 @@ def require_version(nsys: Nsys) -> None:
 
 def capture_flags(trace: str = "cuda,nvtx", capture_range: str = "cudaProfilerApi",
                   graph_trace: str = "node", delay_s: float | None = None,
-                  duration_s: float | None = None) -> list[str]:
+                  duration_s: float | None = None,
+                  functions_trace: Path | str | None = None) -> list[str]:
     """The `nsys profile` flags; the defaults are lib.sh's capture_flags (profile.sh, doctor).
-    scripts/profile.sh explains each one."""
+    scripts/profile.sh explains each one. functions_trace: nsys's Python function-trace JSON
+    (an NVTX range around each call of the functions it names: analysis.step_functions)."""
     flags = []
     if capture_range == "cudaProfilerApi":
         # Without --capture-range-end=stop nsys ends the program when the range closes (exit 143).
@@ -124,8 +126,11 @@ def capture_flags(trace: str = "cuda,nvtx", capture_range: str = "cudaProfilerAp
         flags.append(f"--delay={delay_s:g}")
     if duration_s is not None:
         flags.append(f"--duration={duration_s:g}")
-    return flags + [f"--trace={trace}", "--sample=none", "--cpuctxsw=none",
-                    f"--cuda-graph-trace={graph_trace}", "--force-overwrite=false"]
+    flags += [f"--trace={trace}", "--sample=none", "--cpuctxsw=none",
+              f"--cuda-graph-trace={graph_trace}", "--force-overwrite=false"]
+    if functions_trace is not None:
+        flags.append(f"--python-functions-trace={functions_trace}")
+    return flags
 
 
 def metrics_flags(device: str = "0", hz: str = "20000") -> list[str]:
@@ -161,6 +166,15 @@ class Contents:
     ranges: int        # NVTX ranges of any name
     names: list        # a few distinct range names, for the message when no step matches
     kernels: int
+
+
+def range_names(sqlite: Path) -> list[str]:
+    """The names of the closed NVTX ranges an export holds (read-only), one per range."""
+    with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as db:
+        tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"NVTX_EVENTS", "StringIds"} <= tables:
+            return []
+        return [n for (n,) in db.execute(NVTX_NAMES_SQL) if n is not None]
 
 
 def capture_contents(sqlite: Path, step_pattern: str) -> Contents:

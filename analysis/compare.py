@@ -65,7 +65,8 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         row["untraced_ms_per_step"] = untraced
         row["profiler_overhead"] = traced / untraced - 1 if traced and untraced else None
         twin = s.get("untraced") or {}
-        for key in ("period_ns_median", "bubble_ns_median", "profiler_bubble_share"):
+        for key in ("period_ns_median", "bubble_ns_median", "profiler_bubble_share",
+                    "profiler_bubble_share_within_noise"):
             row[f"untraced_{key}"] = twin.get(key)
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -170,8 +171,10 @@ def display_rows(table: pd.DataFrame) -> list:
          [_opt(_scaled(r["untraced_period_ns_median"], 1e6), ".3f") for r in rows]),
         ("untraced bubble µs (events)",
          [_opt(_scaled(r["untraced_bubble_ns_median"], 1e3), ".1f") for r in rows]),
-        ("profiler's share of bubble", [_opt(r["untraced_profiler_bubble_share"], ".1%")
-                                        for r in rows]),
+        # "noise": the twin's runs disagree by more than the profiler's effect (METRICS.md).
+        ("profiler's share of bubble",
+         ["noise" if _true(r.get("untraced_profiler_bubble_share_within_noise"))
+          else _opt(r["untraced_profiler_bubble_share"], ".1%") for r in rows]),
         ("rank traced / untraced", [f"{r['traced_rank']} / {r['untraced_rank']}"
                                     if r["untraced_rank"] is not None else "n/a" for r in rows]),
     ]
@@ -200,6 +203,12 @@ def _by_thread(row: dict) -> str:
     """Each thread's median GPU period, in the order of the threads' first steps."""
     periods = row.get("period_ns_median_by_thread") or {"": row["period_ns_median"]}
     return " / ".join(_opt(_scaled(v, 1e6), ".3f") for v in periods.values())
+
+
+def _true(value) -> bool:
+    """A flag as compare's table holds it: True, 1 or 1.0 (from the database); None or NaN
+    where the run has no twin."""
+    return bool(_scaled(value, 1))
 
 
 def _scaled(value, scale: float):

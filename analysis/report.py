@@ -329,8 +329,22 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         u = s["untraced"]
         lines.append(f"  untraced       {ms(u['period_ns_median'])} period, "
                      f"{us(u['bubble_ns_median'])} bubble median; the profiler's share of the "
-                     f"bubble: {pct(u['profiler_bubble_share'])}")
+                     f"bubble: {share_text(u, 'bubble')}")
+        if u.get("period_ns_spread") is not None:
+            lines.append(f"                 the profiler's share of the period: "
+                         f"{share_text(u, 'period')} ({u['runs']} untraced runs)")
     return "\n".join(lines + metrics_lines(s.get("gpu_metrics")) + floor_lines(s.get("floor")))
+
+
+def share_text(u: dict, figure: str) -> str:
+    """The profiler's share of the traced bubble or period, or "within noise" with the untraced
+    runs' range where their own medians lie further apart than traced and untraced do
+    (METRICS.md, "Untraced")."""
+    if u.get(f"profiler_{figure}_share_within_noise"):
+        fmt = us if figure == "bubble" else ms
+        medians = [m for m in u[f"run_{figure}_ns_medians"] if m is not None]
+        return f"within noise (untraced runs' medians {fmt(min(medians))} to {fmt(max(medians))})"
+    return pct(u[f"profiler_{figure}_share"])
 
 
 def floor_lines(f: dict | None) -> list:
@@ -426,8 +440,6 @@ UNTRACED_ROWS = (
     ("untraced bubble median", "bubble_ns_median", us),
     ("untraced bubble p90", "bubble_ns_p90", us),
     ("untraced span (median)", "span_ns_median", ms),
-    ("profiler's share of the bubble", "profiler_bubble_share", pct),
-    ("profiler's share of the period", "profiler_period_share", pct),
 )
 
 
@@ -440,6 +452,11 @@ def sync_note(twin: bool) -> str:
             "hiding it buys")
 
 
+# The profiler's shares, each a number or "within noise" (share_text).
+SHARE_ROWS = (("profiler's share of the bubble", "bubble"),
+              ("profiler's share of the period", "period"))
+
+
 def md_summary(a) -> str:
     s = a.summary
     rows = [(name, fmt(s[key])) for name, key, fmt in SUMMARY_ROWS]
@@ -450,6 +467,7 @@ def md_summary(a) -> str:
              for thread, t in by_thread(a.steps).iterrows()]
     if "untraced" in s:
         rows += [(name, fmt(s["untraced"][key])) for name, key, fmt in UNTRACED_ROWS]
+        rows += [(name, share_text(s["untraced"], figure)) for name, figure in SHARE_ROWS]
     rows += [(f"idle: {c}", ms(s["idle_ns_by_cause"][c])) for c in CAUSES]
     rows += [(f"ledger: {LEDGER_WORDS[p]}", ms(s["idle_ledger"][p])) for p in LEDGER]
     return md_table(["device " + str(a.device), "value"], rows)

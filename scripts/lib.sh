@@ -107,11 +107,14 @@ new_run_dir() {  # BASE NAME: creates BASE/NAME, or NAME-2, NAME-3... if taken; 
   printf '%s\n' "$dir"
 }
 
-capture_flags() {  # TRACE [GRAPH_TRACE]: the nsys profile flags every capture uses (profile.sh
-  # and doctor). The harness opens and closes the window with cudaProfilerStart/Stop; without
-  # --capture-range-end=stop nsys ends the program when the range closes (exit 143).
+capture_flags() {  # TRACE [GRAPH_TRACE [FUNCTIONS_JSON]]: the nsys profile flags every capture
+  # uses (profile.sh and doctor). The harness opens and closes the window with
+  # cudaProfilerStart/Stop; without --capture-range-end=stop nsys ends the program when the range
+  # closes (exit 143). FUNCTIONS_JSON: nsys's Python function trace, an NVTX range around each
+  # call of the functions it names (gapscope profile --step-function).
   printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop "--trace=$1" \
     --sample=none --cpuctxsw=none "--cuda-graph-trace=${2:-node}" --force-overwrite=false
+  [ -z "${3:-}" ] || printf '%s\n' "--python-functions-trace=$3"
 }
 
 metrics_flags() {  # DEVICE HZ: the flags of a GPU-metrics capture: NVTX and sampled metrics, no CUDA trace

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [--kineto]
-#            [harness run options]: one Nsight Systems capture of one decode variant (and, with
-#            --kineto, its torch.profiler twin).
+#            [--no-sync-lines] [harness run options]: one Nsight Systems capture of one decode
+#            variant (and, with --kineto, its torch.profiler twin).
 #
 # What it captures: CUDA API calls, GPU kernels/copies and the harness' NVTX ranges (`Step N`
 # holding `Model Forward` and `Check Stop Condition`) for the steps of the harness' profiler window
@@ -36,6 +36,12 @@
 #   --trace=cuda,nvtx                --osrt or GAPSCOPE_OSRT=1 adds osrt (OS runtime calls: the
 #                                    futex and poll waits behind a blocking sync)
 #
+# The sync's source line: the capture runs with gapscope's hook first on PYTHONPATH
+# (harness/inject/sitecustomize.py, GAPSCOPE_SYNC_MARKS=1): torch's sync debug mode warns at each
+# synchronizing CUDA call (the harness' `.item()` stop check among them) and the hook turns each
+# warning into an NVTX mark `gapscope.sync FILE:LINE FUNCTION` (docs/PROFILING.md);
+# --no-sync-lines (or GAPSCOPE_SYNC_LINES=0) captures without it. Not with --metrics.
+#
 # --metrics[=HZ] makes the cheap observer instead: --trace=nvtx (no CUDA trace, so no per-launch
 # cost) with GPU metrics sampled on GPU $GAPSCOPE_METRICS_DEVICE (0) at HZ (GAPSCOPE_METRICS_HZ,
 # 20000) samples a second; the run directory is named <time>-<variant>-metrics and the analysis is
@@ -50,7 +56,7 @@ source "$here/lib.sh"
 # `-m harness` resolves to this checkout from any working directory.
 export PYTHONPATH="${here%/scripts}${PYTHONPATH:+:$PYTHONPATH}"
 
-usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [--kineto] [harness run options, e.g. --batch 1 --window 30:50]"
+usage="usage: scripts/profile.sh VARIANT [--osrt] [--cuda-graph-trace node|graph] [--metrics[=HZ]] [--kineto] [--no-sync-lines] [harness run options, e.g. --batch 1 --window 30:50]"
 { [ $# -ge 1 ] && [[ $1 != -* ]]; } || die 2 "$usage"
 variant=$1
 shift
@@ -59,6 +65,7 @@ trace=cuda,nvtx
 opts=()
 metrics_hz=""
 kineto=0
+sync_lines=${GAPSCOPE_SYNC_LINES:-1}
 window=30:50
 # The graph-replayed variants are captured graph by graph unless asked: node-level tracing
 # cost them 8-33% on the H200, graph-level 0.5-3% (graphed-sync: 7-14%); docs/PROFILING.md.
@@ -77,6 +84,7 @@ while [ $# -gt 0 ]; do
     --metrics) metrics_hz=${GAPSCOPE_METRICS_HZ:-20000} ;;
     --metrics=*) metrics_hz=${arg#--metrics=} ;;
     --kineto) kineto=1 ;;
+    --no-sync-lines) sync_lines=0 ;;
     --kineto=*) die 2 "profile.sh names the trace itself (kineto.json.gz): $usage" ;;
     --variant | --variant=* | --variants | --variants=* | --out | --out=*)
       die 2 "profile.sh sets $arg itself: $usage" ;;
@@ -133,9 +141,14 @@ else
 fi
 cmd=("$nsys" profile "${flags[@]}" -o "$run/capture"
   "$PY" -m harness run --variant "$variant" --out "$run" "${opts[@]}")
+# The hook names each sync's line (above); the harness' own run.json notes it (`hook`).
+hook_env=()
+if [ -z "$metrics_hz" ] && [ "$sync_lines" = 1 ]; then
+  hook_env=(env "PYTHONPATH=${here%/scripts}/harness/inject:$PYTHONPATH" GAPSCOPE_SYNC_MARKS=1)
+fi
 note "capturing: ${cmd[*]}"
 rc=0
-"${cmd[@]}" 2>&1 | tee "$run/nsys.log" || rc=${PIPESTATUS[0]}
+${hook_env[@]+"${hook_env[@]}"} "${cmd[@]}" 2>&1 | tee "$run/nsys.log" || rc=${PIPESTATUS[0]}
 
 # nsys exits with the status of the program it ran.
 [ "$rc" = 0 ] || die "$rc" "the run under nsys failed with exit code $rc: $(last_message "$run/nsys.log") (all of it in $run/nsys.log)"
@@ -177,6 +190,8 @@ json_merge "$run/run.json" nsys "$(nsys_json "$nsys_ver" "$nsys" "${cmd[@]}")"
 untraced=null
 [ ! -f "$run/untraced.json" ] || untraced=$(bench_entry "$run/untraced.json" "$variant")
 json_merge "$run/run.json" untraced "$untraced"
+if [ ${#hook_env[@]} -gt 0 ]; then sync_marks=true; else sync_marks=false; fi
+json_merge "$run/run.json" hook "{\"sync_marks\": $sync_marks}"
 [ -z "$metrics_hz" ] || json_merge "$run/run.json" gpu_metrics \
   "{\"device\": ${GAPSCOPE_METRICS_DEVICE:-0}, \"frequency_hz\": $metrics_hz, \"samples\": $samples}"
 

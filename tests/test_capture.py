@@ -19,6 +19,15 @@ def test_default_flags_are_lib_sh_capture_flags(tmp_path):
         assert capture.capture_flags(trace) == shell.stdout.split()
 
 
+def test_the_function_trace_flag_is_lib_sh_capture_flags_third_argument(tmp_path):
+    shell = lib_sh(make_env(tmp_path), "capture_flags cuda,nvtx graph /run/functions.json",
+                   cwd=tmp_path)
+    flags = capture.capture_flags("cuda,nvtx", graph_trace="graph",
+                                  functions_trace="/run/functions.json")
+    assert flags == shell.stdout.split()
+    assert flags[-1] == "--python-functions-trace=/run/functions.json"
+
+
 def test_minimum_version_and_install_places_are_lib_sh_defaults(tmp_path):
     env = {k: v for k, v in make_env(tmp_path).items() if k != "GAPSCOPE_NSYS_PLACES"}
     shell = lib_sh(env, 'printf "%s\\n" "$NSYS_MIN_VERSION" "$NSYS_PLACES"', cwd=tmp_path)

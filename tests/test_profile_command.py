@@ -84,19 +84,31 @@ def last_line(text: str) -> str:
 def profiled(installed, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("profiled")
     cmd = [PY, str(ROOT / "examples" / "hf_decode.py"), *EXAMPLE]
-    result = gapscope(installed, tmp, "profile", "--", *cmd)
+    # No twin here (three more runs of a torch program): tests/test_profile_twin.py has them.
+    result = gapscope(installed, tmp, "profile", "--no-twin", "--", *cmd)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp)
     return tmp, run, cmd, result
+
+
+def functions_flag(run: Path) -> str:
+    return f"--python-functions-trace={run}/functions.json"
 
 
 def test_profile_runs_the_program_under_the_capture_flags_then_exports(profiled):
     tmp, run, cmd, _ = profiled
     calls = [c for c in nsys_calls(tmp) if c != ["--version"]]
     assert calls == [
-        ["profile", *CAPTURE_FLAGS, "-o", f"{run}/capture", *cmd],
+        ["profile", *CAPTURE_FLAGS, functions_flag(run), "-o", f"{run}/capture", *cmd],
         ["export", "--type", "sqlite", "-o", f"{run}/capture.sqlite", f"{run}/capture.nsys-rep"],
     ]
+    # With no --steps nor --step-function, the function trace names every causal LM's forward
+    # of the transformers the program's Python has (read from its files, not imported).
+    config = json.loads((run / "functions.json").read_text())
+    gpt2 = [e for e in config if e["module"] == "transformers.models.gpt2.modeling_gpt2"]
+    assert gpt2 == [{"module": "transformers.models.gpt2.modeling_gpt2",
+                     "functions": ["GPT2LMHeadModel.forward"]}]
+    assert all(set(e) == {"module", "functions"} for e in config) and len(config) > 100
 
 
 def test_profile_makes_a_utc_named_run_dir_with_the_capture_log_and_report(profiled):
@@ -115,17 +127,23 @@ def test_profile_makes_a_utc_named_run_dir_with_the_capture_log_and_report(profi
 def test_profile_records_the_command_nsys_and_flags_in_run_json(profiled):
     tmp, run, cmd, _ = profiled
     record = json.loads((run / "run.json").read_text())
-    full = [str(FAKE), "profile", *CAPTURE_FLAGS, "-o", f"{run}/capture", *cmd]
+    flags = [*CAPTURE_FLAGS, functions_flag(run)]
+    full = [str(FAKE), "profile", *flags, "-o", f"{run}/capture", *cmd]
     assert record["command"] == cmd
     assert record["cwd"] == str(tmp / "work")
     assert record["nsys"] == {"command": shlex.join(full), "version": "2025.3.2.0",
                               "path": str(FAKE)}
     assert record["capture"] == {"range": "cudaProfilerApi", "cuda_graph_trace": "node",
                                  "osrt": False, "delay_s": None, "duration_s": None,
-                                 "flags": CAPTURE_FLAGS}
+                                 "flags": flags}
+    # The program's own `Step N` ranges come first: they are the steps.
     assert record["analysis"] == {"step_pattern": r"^Step (\d+)$",
-                                  "check_pattern": "^Check Stop Condition$"}
+                                  "check_pattern": "^Check Stop Condition$",
+                                  "steps_from": "nvtx", "step_functions": []}
     assert record["captured"] == {"steps": 20, "nvtx_ranges": 60, "kernels": 6860}
+    assert record["hook"]["sync_marks"] is True
+    assert record["hook"]["function_trace"] == "functions.json"
+    assert record["hook"]["twin"] == {"runs": 0, "written": False, "why": "--no-twin"}
 
 
 def test_a_second_profile_gets_its_own_run_dir(installed, tmp_path):
@@ -159,11 +177,12 @@ def test_recorded_step_pattern_is_reused_by_analyze(installed, tmp_path):
 ])
 def test_range_graph_trace_and_osrt_options_become_nsys_flags(installed, tmp_path, args, flags):
     inproc(tmp_path, "profile", *args, "--", *NOTHING, FAKE_NSYS_PROFILE="nocapture")
-    (profile_call,) = [c for c in nsys_calls(tmp_path) if c[:1] == ["profile"]]
+    profile_call = [c for c in nsys_calls(tmp_path) if c[:1] == ["profile"]][0]
+    (run,) = run_dirs(tmp_path)
     graph = "graph" if "graph" in args else "node"
     assert profile_call[1:profile_call.index("-o")] == [
         *flags, "--sample=none", "--cpuctxsw=none", f"--cuda-graph-trace={graph}",
-        "--force-overwrite=false"]
+        "--force-overwrite=false", functions_flag(run)]
 
 
 # --- failures: one line each, profile.sh's exit codes ----------------------------------------
@@ -220,11 +239,31 @@ def test_a_failing_program_passes_its_exit_code_and_keeps_the_log(installed, tmp
 
 
 def test_no_cudaprofilerstart_says_so_and_suggests_range_all(installed, tmp_path):
-    result = inproc(tmp_path, "profile", "--", *NOTHING, FAKE_NSYS_PROFILE="nocapture")
+    result = inproc(tmp_path, "profile", "--range", "cudaProfilerApi", "--", *NOTHING,
+                    FAKE_NSYS_PROFILE="nocapture")
     assert result.returncode == 1
     assert last_line(result.stderr) == (
         "gapscope: error: nsys wrote no capture: the program never called cudaProfilerStart "
         "(--range cudaProfilerApi): pass --range all to capture the whole run")
+    assert len([c for c in nsys_calls(tmp_path) if c[:1] == ["profile"]]) == 1
+
+
+def test_by_default_a_program_without_cudaprofilerstart_is_captured_whole(installed, tmp_path):
+    """The default range tries the program's own window, then captures the whole run."""
+    result = inproc(tmp_path, "profile", "--no-twin", "--", *NOTHING,
+                    FAKE_NSYS_PROFILE="nocapture")
+    (run,) = run_dirs(tmp_path)
+    first, second = [c[1:c.index("-o")] for c in nsys_calls(tmp_path) if c[:1] == ["profile"]]
+    assert first[:2] == ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    assert second == ["--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none",
+                      "--cuda-graph-trace=node", "--force-overwrite=false", functions_flag(run)]
+    assert ("gapscope: the program never called cudaProfilerStart: capturing the whole run again "
+            "(--range all; pass it to skip the first try)") in result.stderr.splitlines()
+    record = json.loads((run / "run.json").read_text())
+    assert record["capture"]["range"] == "all" and record["capture"]["flags"] == second
+    # The stand-in captured nothing the second time either.
+    assert result.returncode == 1
+    assert last_line(result.stderr) == f"gapscope: error: nsys wrote no capture: see {run}/nsys.log"
 
 
 def test_no_step_ranges_names_the_pattern_once_escaped(installed, tmp_path):
@@ -239,8 +278,8 @@ def test_no_step_ranges_names_the_pattern_once_escaped(installed, tmp_path):
 
 def test_no_nvtx_at_all_and_no_kernels_each_name_their_cause(installed, tmp_path):
     no_nvtx = export_without(tmp_path, "NVTX_EVENTS")
-    result = inproc(tmp_path, "profile", "--", *NOTHING, FAKE_NSYS_RUN="0",
-                      FAKE_NSYS_EXPORT_FROM=str(no_nvtx))
+    result = inproc(tmp_path, "profile", "--steps", r"^Step (\d+)$", "--", *NOTHING,
+                    FAKE_NSYS_RUN="0", FAKE_NSYS_EXPORT_FROM=str(no_nvtx))
     assert result.returncode == 1
     assert last_line(result.stderr) == (
         "gapscope: error: the capture holds 6860 CUDA kernels but no NVTX ranges: mark each step "

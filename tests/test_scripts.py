@@ -164,6 +164,8 @@ def test_profile_records_nsys_and_untraced_timing_in_run_json(captured):
     assert record["untraced"] == bench["results"][0]
     assert record["untraced"]["variant"] == "static"
     assert record["config"]["variant"] == "static"
+    # The capture ran with the hook that names each sync's line (harness/inject/).
+    assert record["hook"] == {"sync_marks": True}
 
 
 def test_profile_logs_the_harness_output_to_nsys_log(captured):

@@ -9,6 +9,13 @@ per-step table and its summary (METRICS.md, "Untraced").
 
 Times are ns on the GPU clock from each run's first event; runs are repeats or processes, and
 never compared by their clocks, only step by step within each.
+
+`gapscope profile`'s twin of any program (harness/inject/sitecustomize.py) writes the same with
+"source": "hook", "numbering": "range" (steps numbered by their NVTX range's number) or "order"
+(function steps: by order of call within their thread), and per run the thread it ran on:
+`thread` (its Python name) and `thread_order` (0 for the process's first thread to make a step,
+1 for the next...), plus `twin_run` and `process` (which run of the program, which of its
+processes). Files without them read as before: one thread, steps by number.
 """
 
 import json
@@ -23,12 +30,14 @@ from analysis.errors import TraceError
 FORMAT = "gapscope-untraced-steps/1"
 FILE_NAME = "untraced_steps.json"
 RUN_COLUMNS = ("step", "start_ns", "end_ns")
+NUMBERINGS = ("range", "order")
 
 
 @dataclass(frozen=True)
 class UntracedSteps:
     """`steps`: one row per step of each run: run, step, start_ns, end_ns, span_ns, period_ns,
-    bubble_ns, overlap_ns (the last three NA where the earlier step is missing)."""
+    bubble_ns, overlap_ns (the last three NA where the earlier step is missing), thread and
+    thread_order (None / NA where the file does not say)."""
 
     path: Path
     source: str
@@ -36,6 +45,8 @@ class UntracedSteps:
     window: tuple | None
     ms_per_step_median: float | None
     steps: pd.DataFrame
+    # "range": step numbers are the traced ones; "order": the k-th call of the thread.
+    numbering: str = "range"
 
 
 def _fail(path: Path, what: str):
@@ -112,9 +123,15 @@ def read_untraced_steps(path) -> UntracedSteps:
             _fail(path, f"runs[{i}]: a step appears twice")
         if (end < start).any():
             _fail(path, f"runs[{i}]: a step ends before it starts")
-        tables.append(run_steps(step, start, end).assign(run=i))
+        thread, order = _thread(path, i, run)
+        table = run_steps(step, start, end).assign(run=i, thread=thread)
+        table["thread_order"] = pd.array([order] * len(table), dtype="Int64")
+        tables.append(table)
     steps = pd.concat(tables, ignore_index=True)
     ms = data.get("ms_per_step_median")
+    numbering = data.get("numbering", "range")
+    if numbering not in NUMBERINGS:
+        _fail(path, f"numbering {numbering!r} is not one of {', '.join(NUMBERINGS)}")
     return UntracedSteps(
         path=path,
         source=str(data.get("source", "")),
@@ -123,4 +140,14 @@ def read_untraced_steps(path) -> UntracedSteps:
         ms_per_step_median=float(ms) if isinstance(ms, (int, float))
         and not isinstance(ms, bool) else None,
         steps=steps[["run", *steps.columns.drop("run")]],
+        numbering=numbering,
     )
+
+
+def _thread(path: Path, i: int, run: dict) -> tuple:
+    thread, order = run.get("thread"), run.get("thread_order")
+    if thread is not None and not isinstance(thread, str):
+        _fail(path, f"runs[{i}].thread is not a name")
+    if order is not None and (not isinstance(order, int) or isinstance(order, bool) or order < 0):
+        _fail(path, f"runs[{i}].thread_order is not a whole number >= 0")
+    return thread, order
