@@ -246,7 +246,9 @@ def ladder_header(study: Path, b: dict) -> str:
         f"{c.get('batch')}, {c.get('new_tokens')} new tokens unless a table says otherwise, "
         f"empty prompts, greedy decoding; untraced: medians of {c.get('repeats')} runs after a "
         "warm-up, p10–p90 beside them. Each bench file is one `harness bench` process, its "
-        f"variants one after another: {bench_processes(b)}.")
+        f"variants one after another: {bench_processes(b)}. Two variants of one process are "
+        "compared by their p10–p90 ranges (apart or overlapping); two of different processes "
+        "only outside the spread between processes (part A/A).")
 
 
 def ladder_sections(study: Path, fig: Path | None) -> list:

@@ -33,8 +33,11 @@ RESULTS, README, PROFILING = Path("docs/RESULTS.md"), Path("README.md"), Path("d
 FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "Llama"}
 
 
-def gen_start(name: str) -> str:
-    return f"<!-- generated: {name} (python -m analysis.study_publish) -->"
+BY = "python -m analysis.study_publish"
+
+
+def gen_start(name: str, by: str = BY) -> str:
+    return f"<!-- generated: {name} ({by}) -->"
 
 
 GEN_END = "<!-- /generated -->"
@@ -127,25 +130,29 @@ OVERVIEW_TEXT = (
     "untraced) ÷ traced, over those captures only).")
 
 
-def overview_findings(t: pd.DataFrame) -> list:
-    """The README's profiler-share sentence: nsys's overhead and share of the bubble by kind."""
+def overview_findings(t: pd.DataFrame, where: str = "") -> list:
+    """The README's profiler-share sentence: nsys's overhead and share of the bubble by kind;
+    `where` (a pointer to the table) after its first words."""
     def over(mask) -> str:
         return _span(t[mask]["overhead"], lambda v: pct_span(v, 0, sign=True))
 
     eager = t["kind"].str.endswith((" eager", " compiled"))
     node = t["kind"].str.endswith("node by node")
     graph = t["kind"].str.endswith("graph by graph")
+    metrics = t["kind"].str.endswith("with GPU metrics")
     share_eager = _span(t[eager]["share"], lambda v: pct_span(v, 0))
     share_graph = _span(t[~eager]["share"], lambda v: pct_span(v, 0))
     return [
-        f"Over every committed capture, nsys added {over(eager)} to an eager or compiled step "
-        f"({int(eager.sum())} captures, GPT-2 and Llama), {over(node)} to a graph-replayed one "
-        "recorded node by node "
+        f"Over every committed capture{where}, nsys added {over(eager)} to an eager or "
+        f"compiled step ({int(eager.sum())} captures, GPT-2 and Llama), {over(node)} to a "
+        "graph-replayed one recorded node by node "
         f"({int(node.sum())}) and {over(graph)} graph by graph ({int(graph.sum())}): traced "
         f"ms/step against the same configuration's untraced bench, {BETWEEN_PROCESSES}. Of a "
         f"traced inter-step bubble, the profiler's share was {share_eager} in the eager and "
         f"compiled captures with an untraced twin and {share_graph} in the graph-replayed ones "
-        "(below 0: the traced bubble was the shorter)."]
+        "(below 0: the traced bubble was the shorter)."
+        + (f" The {int(metrics.sum())} graph-level captures that also sampled GPU metrics ran "
+           f"{over(metrics)} against untraced: faster." if metrics.any() else "")]
 
 
 def overview_sections(root: Path, fig: Path | None = None) -> list:
@@ -188,7 +195,8 @@ def readme_findings(root: Path) -> str:
         f"analysis.study_publish`: in eager mode the GPU is busy {pct_span(eager['busy'])} of "
         f"a captured step ({len(eager)} GPT-2 captures) and {pct_span(eager['host'], 0)} of "
         f"its idle is the host launching {span(eager['op_records'], '.0f')} op records a step, "
-        "so a second stream that hides the sync has nothing to hide it behind; the article's "
+        "so hiding the sync on a second stream buys nothing (RESULTS.md's ladder part, in one "
+        "process each); the article's "
         f"5x is {compiled_x:.2f}x here (`compiled` over `naive`, {SAME_PROCESS}; "
         f"`pipelined+compile` {pc_x:.2f}x, {BETWEEN_PROCESSES}); once the step is one CUDA "
         f"graph the per-step sync costs {pct_span(costs)} of it untraced ({len(costs)} "
@@ -246,9 +254,9 @@ def results_text(root: Path, fig: Path | None) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def put_generated(text: str, name: str, body: str) -> str:
-    """`text` with the block between gen_start(name) and GEN_END replaced by `body`."""
-    start = gen_start(name)
+def put_generated(text: str, name: str, body: str, by: str = BY) -> str:
+    """`text` with the block between gen_start(name, by) and GEN_END replaced by `body`."""
+    start = gen_start(name, by)
     if start not in text:
         raise ValueError(f"no `{start}` marker")
     head, rest = text.split(start, 1)
@@ -265,9 +273,8 @@ def documents(root: Path, fig: Path | None = None) -> dict:
 
     readme = (root / README).read_text()
     readme = put_generated(readme, "findings", readme_findings(root))
-    readme = put_generated(readme, "profiler-share", "**The profiler's own share.** "
-                           + " ".join(overview_findings(every_capture(root)))
-                           + " (docs/RESULTS.md, \"Every capture, by kind\".)")
+    readme = put_generated(readme, "profiler-share", "**The profiler's own share.** " + " ".join(
+        overview_findings(every_capture(root), " (docs/RESULTS.md, \"Every capture, by kind\")")))
     profiling = put_generated((root / PROFILING).read_text(), "overhead",
                               overhead_table(root / SOURCES["observer"]))
     return {RESULTS: results_text(root, fig), README: readme, PROFILING: profiling}
