@@ -247,8 +247,8 @@ def pingpong_findings(by_batch: dict, caps: dict) -> list:
         text.append(f"the twin's bubble is {span(twins['pipelined+compile'], '.1f')} µs for the "
                     f"ping-pong against {span(twins['compiled'], '.1f')} for `compiled`")
     if text:
-        out.append(bullet("The ping-pong, compiled:", "; ".join(text) + f" ({BETWEEN_PROCESSES}"
-                          " where the processes differ)."))
+        out.append(bullet("The ping-pong, compiled:", "; ".join(text) + " (each twin from its "
+                          "own capture's process)."))
     return out
 
 

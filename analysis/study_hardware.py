@@ -50,6 +50,7 @@ def hardware_md(table: pd.DataFrame) -> pd.DataFrame:
         "CUDA trace": table["cuda_trace"],
         "ms/step untraced": table["untraced_ms_per_step"].map(lambda x: _f(x, ".3f")),
         "ms/step (metrics capture)": table["traced_ms_per_step"].map(lambda x: _f(x, ".3f")),
+        "GPU period ms (CUDA-traced)": table["traced_period_ms"].map(lambda x: _f(x, ".3f")),
         "floor ms": table["floor_ms_per_step"].map(lambda x: _f(x, ".3f")),
         "% of floor": table["floor_pct"].map(lambda x: _f(x, ".1f") + "%"),
         "SMs active": table["sm_active_pct"].map(lambda x: _f(x, ".1f") + "%"),

@@ -105,7 +105,7 @@ def ladder_findings(b: dict) -> list:
         mib = {n: df.loc["naive", "peak_reserved_bytes"] / 2**20 for n, df in scale.items()}
         grows = all(a < c for a, c in zip(nv, nv[1:], strict=False))
         text = (f"From {first} to {last} new tokens (`bench-scale-N`, one process each, naive "
-                f"and kv in it) naive's ms/step goes {span(nv)} "
+                f"and kv in it) naive's ms/step goes from {nv[0]:.3f} to {nv[-1]:.3f} "
                 f"({'rising at every length' if grows else 'not monotonic'}) while kv's stays "
                 f"within {span(kv)}; naive/kv per run grows from {ratio[first]:.2f}x to "
                 f"{ratio[last]:.2f}x. Naive's peak reserved memory: {mib[first]:.0f} MiB at "
@@ -181,7 +181,7 @@ def finish_findings(b: dict) -> list:
         s, g = fin.loc["graphed-sync"], fin.loc["graphed"]
         cost = s["ms_per_step_median"] - g["ms_per_step_median"]
         out.append(bullet(
-            "Once launches are cheap, the sync is a small cost.",
+            "Once launches are cheap, the sync's cost:",
             f"{SAME_PROCESS.capitalize()} (`bench-finish`), "
             f"{_pair('graphed-sync', s, 'graphed', g, 3)}: the `.item()` each step costs "
             f"{cost * 1e3:.1f} µs, {pct(cost / g['ms_per_step_median'])} of the graphed step."))
@@ -202,8 +202,8 @@ def finish_findings(b: dict) -> list:
         widest = max(eager, key=lambda v: fin.loc[v, "ms_per_step_p90"]
                      - fin.loc[v, "ms_per_step_p10"])
         out.append(bullet(
-            "Eager, the finish bench is host noise:",
-            f"its eager rows ran {span(fin.loc[eager, 'ms_per_step_median'])} ms/step, "
+            "The finish bench's eager rows",
+            f"ran {span(fin.loc[eager, 'ms_per_step_median'])} ms/step, "
             f"`{widest}` with p10–p90 {_p(fin.loc[widest], 3)}."))
     if "lt-off" in b and "graphed" in fin.index:
         lt, g = b["lt-off"].loc["graphed"], fin.loc["graphed"]
