@@ -64,6 +64,7 @@ def sweep(root: Path) -> pd.DataFrame:
             row[f"{level}_bubble_ns"] = a.summary["bubble_ns_median"]
             row[f"{level}_period_ns"] = a.summary["period_ns_median"]
             row[f"{level}_ms"] = run.traced_ms_per_step()
+            row[f"{level}_busy"] = a.summary["gpu_util"]
         rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):
@@ -113,6 +114,8 @@ def bubble_table(table: pd.DataFrame) -> pd.DataFrame:
             "graph": _share(r.get("graph_bubble_ns"), r["untraced_bubble_ns"]),
             "traced ms/step: node": "–" if pd.isna(r.get("node_ms", None)) else
             f"{r['node_ms']:.3f}",
+            "GPU busy: node": "–" if pd.isna(r.get("node_busy", None)) else
+            f"{100 * r['node_busy']:.1f}%",
             "graph ms/step": "–" if pd.isna(r.get("graph_ms", None)) else f"{r['graph_ms']:.3f}",
         })
     return pd.DataFrame(rows)
