@@ -284,9 +284,10 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
     from analysis.study_runs import capture_findings
 
     parts = [
-        f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`: "
-        f"{environment(analyses, b)}; captures are nsys traces of steps 31–50 (their own "
-        f"untraced bench beside each). Regenerate with `gapscope study {study} -o DIR`."
+        f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`"
+        + (f": captures made with {environment(analyses, b)}, each beside its own untraced "
+           "bench" if analyses else "")
+        + f". Regenerate with `gapscope study {study} -o DIR`."
     ]
     if notes is not None:
         parts.append(notes.read_text().strip())
