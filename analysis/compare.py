@@ -125,7 +125,7 @@ def order_flips(table: pd.DataFrame) -> list:
     """One line per pair of runs that the traced GPU period orders one way and the untraced
     figure the other (METRICS.md, "order flip"): `order flip:` where each order is outside its
     noise (the traced periods' 95% CIs apart, and the untraced spreads over runs or processes
-    apart), else `within noise:` with the reason."""
+    apart), else `within noise:`, with the reason on the lines under it."""
     untraced, name = untraced_figure(table)
     if untraced is None:
         return []
@@ -144,12 +144,12 @@ def order_flips(table: pd.DataFrame) -> list:
             fast, slow = (i, j) if dt < 0 else (j, i)
             text = (f"{labels[fast]} < {labels[slow]} traced ({traced[fast]:.3f} vs "
                     f"{traced[slow]:.3f} ms), untraced {untraced[fast]:.3f} vs "
-                    f"{untraced[slow]:.3f} ({name})")
+                    f"{untraced[slow]:.3f}")
             traced_apart = _apart(*(None if cis[k] is None else (cis[k][0], cis[k][1])
                                     for k in (fast, slow)))
             untraced_apart = _apart(spreads[fast], spreads[slow])
             if traced_apart and untraced_apart:
-                lines.append(f"order flip: {text}")
+                lines.append(f"order flip: {text} ({name})")
                 continue
             why = []
             if traced_apart is None:
@@ -161,7 +161,10 @@ def order_flips(table: pd.DataFrame) -> list:
             elif not untraced_apart:
                 why.append("untraced spreads overlap ({:.3f}–{:.3f} and {:.3f}–{:.3f} ms)".format(
                     *spreads[fast], *spreads[slow]))
-            lines.append(f"within noise: {text}: {'; '.join(why)}")
+            # The pair on the first line; the untraced figure's name and why, indented below.
+            lines.append(f"within noise: {text}\n" + textwrap.fill(
+                f"({name}) " + "; ".join(why), TEXT_WIDTH, initial_indent="  ",
+                subsequent_indent="  ", break_on_hyphens=False))
     return lines
 
 
