@@ -119,6 +119,8 @@ def commands(trace: Path, out: Path) -> dict:
         "analyze --format csv": ["analyze", str(trace), "--format", "csv"],
         "analyze --format csv --table gaps": ["analyze", str(trace), "--format", "csv",
                                               "--table", "gaps"],
+        "analyze --format csv --table streams": ["analyze", str(trace), "--format", "csv",
+                                                 "--table", "streams"],
         "analyze --db FILE": ["analyze", str(trace), "--db", str(out / "bench.db")],
         "report -o DIR": ["report", str(trace), "-o", str(out / "report")],
     }
@@ -162,17 +164,71 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
 @click.option("--no-steps", is_flag=True,
               help="Delete the step ranges from the tiled trace: gapscope infers the steps "
                    "(nsys's projection still reads the trace with them).")
-def main(source, copies, repeat_names, runs, nsys, only, no_steps):
+@click.option("--write", "write", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Also put the table, with the date, the load and the range "
+              "against nsys, into this file's `<!-- generated: benchmark ... -->` block "
+              "(docs/ANALYSIS.md).")
+def main(source, copies, repeat_names, runs, nsys, only, no_steps, write):
     """Times every output of gapscope on a tiled ~1M-op trace, each in a fresh process, and
     nsys's projection report on the same file in the same run, interleaved (the machine's load
     then weighs on both alike)."""
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as scratch:
-        measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only, no_steps)
+        block = measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only,
+                        no_steps)
+    if write is not None:
+        from analysis.study_publish import put_generated
+
+        write.write_text(put_generated(write.read_text(), "benchmark", block, BY))
+        click.echo(f"gapscope: wrote the table into {write}", err=True)
+
+
+BY = "python -m analysis.benchmark --write"
+
+
+def nsys_version(nsys: str) -> str:
+    done = subprocess.run([nsys, "--version"], capture_output=True, text=True)
+    return done.stdout.strip().rsplit(" ", 1)[-1] if done.returncode == 0 else "?"
+
+
+def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tuple,
+               nsys: tuple | None, rows: list) -> str:
+    """The generated block: how it was measured, the table, and the range against nsys.
+    rows: (name, [wall s of each run], peak own GiB, peak forked GiB, written MiB)."""
+    head = (f"Measured {when} on {cores} cores: {ops:,} GPU op records ({mib:.0f} MiB export), "
+            f"each output {runs} times in a fresh process (start, imports and writing the output "
+            f"included), interleaved with nsys's projection; load average (1 min) "
+            f"{load[0]:.2f} at the start, {load[1]:.2f} at the end.")
+    if nsys:
+        version, times = nsys
+        head += (f" nsys {version} `stats -r nvtx_gpu_proj_trace`: "
+                 f"{statistics.median(times):.2f} s (median; runs "
+                 f"{min(times):.2f}–{max(times):.2f} s).")
+    lines = [f"| gapscope command | wall, median of {runs} | runs | / nsys | peak RSS | forked "
+             "reader's | written |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    ratios = []
+    for name, walls, own, forked, written in rows:
+        wall = statistics.median(walls)
+        ratio = wall / statistics.median(nsys[1]) if nsys else None
+        if ratio is not None:
+            ratios.append(ratio)
+        lines.append(f"| `{name}` | {wall:.2f} s | {min(walls):.2f}–{max(walls):.2f} s | "
+                     + (f"{ratio:.2f}x" if ratio is not None else "n/a")
+                     + f" | {own:.2f} GiB | {forked:.2f} GiB | {written:.1f} MiB |")
+    tail = (f"Every output took {min(ratios):.2f}–{max(ratios):.2f}x of nsys's projection in "
+            f"this run (medians), under a load average of {load[0]:.2f}–{load[1]:.2f} on "
+            f"{cores} cores" if ratios else "No nsys in this run, so no ratio")
+    tail += (f"; the largest peak RSS, own or forked, {max(max(r[2], r[3]) for r in rows):.2f} "
+             "GiB.")
+    from analysis.study_text import wrap
+
+    return "\n\n".join([wrap(head), "\n".join(lines), wrap(tail)])
 
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
-            scratch: Path, only: tuple = (), no_steps: bool = False) -> None:
+            scratch: Path, only: tuple = (), no_steps: bool = False) -> str:
+    """Prints the table and returns the block `--write` puts into a document."""
     load = os.getloadavg()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     trace = scratch / "bench.sqlite"
     t = time.perf_counter()
     ops = build(source, copies, trace, repeat_names)
@@ -197,17 +253,22 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
     click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | forked reader's | "
                "written | / nsys |")
     click.echo("| --- | --- | --- | --- | --- | --- |")
+    rows = []
     for name, rs in results.items():
         wall = statistics.median(r[0] for r in rs)
         own, forked = max(r[1] for r in rs) / 2**20, max(r[2] for r in rs) / 2**20
         ratio = f"{wall / nsys_s:.2f}x" if nsys_s else "n/a"
         click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {forked:.2f} GiB | "
                    f"{rs[0][3] / 2**20:.1f} MiB | {ratio} |")
+        rows.append((name, [r[0] for r in rs], own, forked, rs[0][3] / 2**20))
     if nsys:
         click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, median of {runs}")
     # Other work on the machine weighs on every figure: say how much there was.
-    click.echo(f"load average at the start {load[0]:.2f}, at the end {os.getloadavg()[0]:.2f} "
+    end = os.getloadavg()
+    click.echo(f"load average at the start {load[0]:.2f}, at the end {end[0]:.2f} "
                f"(1 min; {os.cpu_count()} cores)")
+    return block_text(when, os.cpu_count(), ops, trace.stat().st_size / 2**20, runs,
+                      (load[0], end[0]), (nsys_version(nsys), nsys_times) if nsys else None, rows)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ A difference from the first run is "within noise" when the 95% interval of the d
 medians (steps resampled with replacement, seeded) contains zero.
 """
 
+import json
 import textwrap
 
 import numpy as np
@@ -68,6 +69,8 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         for key in ("period_ns_median", "bubble_ns_median", "profiler_bubble_share",
                     "profiler_bubble_share_within_noise"):
             row[f"untraced_{key}"] = twin.get(key)
+        row["untraced_period_spread_ms"] = _twin_spread(twin)
+        row["untraced_bench_spread_ms"] = _bench_spread(run.info.get("untraced"))
         rows.append(row)
     table = pd.DataFrame(rows)
     table["traced_rank"], table["untraced_rank"] = ranks(table)
@@ -99,24 +102,78 @@ def _rank(values: pd.Series) -> list:
     return values.rank(method="min").astype(int).tolist()
 
 
+def _twin_spread(twin: dict) -> tuple | None:
+    """(min, max) in ms of the twin's per-run period medians (its runs, of every process that
+    overhead.sh merged); a list stored as JSON text by the database too."""
+    runs = twin.get("run_period_ns_medians")
+    if isinstance(runs, str):
+        runs = json.loads(runs)
+    runs = [x for x in runs or [] if x is not None]
+    return (min(runs) / 1e6, max(runs) / 1e6) if runs else None
+
+
+def _bench_spread(bench: dict | None) -> tuple | None:
+    """(min, max) in ms of the bench's untraced ms/step: its processes' medians where several
+    processes ran (overhead.sh), else its p10–p90 over the repeats of its one process."""
+    bench = bench or {}
+    procs = [x for x in bench.get("processes_ms_per_step") or [] if x is not None]
+    if len(procs) > 1:
+        return min(procs), max(procs)
+    lo, hi = bench.get("ms_per_step_p10"), bench.get("ms_per_step_p90")
+    return (lo, hi) if lo is not None and hi is not None else None
+
+
+def _apart(a, b) -> bool | None:
+    """Whether two (lo, hi) intervals are disjoint; None where either is missing."""
+    if not isinstance(a, tuple | list) or not isinstance(b, tuple | list):
+        return None
+    return a[1] < b[0] or b[1] < a[0]
+
+
 def order_flips(table: pd.DataFrame) -> list:
     """One line per pair of runs that the traced GPU period orders one way and the untraced
-    figure the other: the profiler changed the sign of the difference."""
+    figure the other (METRICS.md, "order flip"): `order flip:` where each order is outside its
+    noise (the traced periods' 95% CIs apart, and the untraced spreads over runs or processes
+    apart), else `within noise:`, with the reason on the lines under it."""
     untraced, name = untraced_figure(table)
     if untraced is None:
         return []
     traced = pd.to_numeric(table["period_ns_median"], errors="coerce") / 1e6
+    spread_key = "untraced_period_spread_ms" if name == "events" else "untraced_bench_spread_ms"
+    spreads = list(table[spread_key]) if spread_key in table else [None] * len(table)
+    cis = list(table["period_ns_median_ci"]) if "period_ns_median_ci" in table \
+        else [None] * len(table)
     labels = list(table["label"])
     lines = []
     for i in range(len(table)):
         for j in range(i + 1, len(table)):
             dt, du = traced[i] - traced[j], untraced[i] - untraced[j]
-            if dt * du < 0:
-                fast, slow = (i, j) if dt < 0 else (j, i)
-                lines.append(
-                    f"order flip: {labels[fast]} < {labels[slow]} traced ({traced[fast]:.3f} vs "
+            if dt * du >= 0:
+                continue
+            fast, slow = (i, j) if dt < 0 else (j, i)
+            text = (f"{labels[fast]} < {labels[slow]} traced ({traced[fast]:.3f} vs "
                     f"{traced[slow]:.3f} ms), untraced {untraced[fast]:.3f} vs "
-                    f"{untraced[slow]:.3f} ({name})")
+                    f"{untraced[slow]:.3f}")
+            traced_apart = _apart(*(None if cis[k] is None else (cis[k][0], cis[k][1])
+                                    for k in (fast, slow)))
+            untraced_apart = _apart(spreads[fast], spreads[slow])
+            if traced_apart and untraced_apart:
+                lines.append(f"order flip: {text} ({name})")
+                continue
+            why = []
+            if traced_apart is None:
+                why.append("no traced CI")
+            elif not traced_apart:
+                why.append("traced 95% CIs overlap")
+            if untraced_apart is None:
+                why.append("no untraced spread")
+            elif not untraced_apart:
+                why.append("untraced spreads overlap ({:.3f}–{:.3f} and {:.3f}–{:.3f} ms)".format(
+                    *spreads[fast], *spreads[slow]))
+            # The pair on the first line; the untraced figure's name and why, indented below.
+            lines.append(f"within noise: {text}\n" + textwrap.fill(
+                f"({name}) " + "; ".join(why), TEXT_WIDTH, initial_indent="  ",
+                subsequent_indent="  ", break_on_hyphens=False))
     return lines
 
 
@@ -268,7 +325,8 @@ def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
     blocks = [md_table([cells[0][i] for i in (0, *group)],
                        [[row[i] for i in (0, *group)] for row in cells[1:]])
               for group in _column_groups(widths, None if width is None else width - 3)]
-    notes = [LEGEND, *(f"**{line}**" for line in order_flips(table)), _sync_note(table)]
+    notes = [LEGEND, *(f"**{line}**" if line.startswith("order flip") else line
+                       for line in order_flips(table)), _sync_note(table)]
     return "\n\n".join(blocks + notes) + "\n"
 
 

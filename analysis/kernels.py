@@ -7,6 +7,7 @@ bytes over the class' GPU time per step, compared with a measured device copy ra
 below the copy rate is where the next factor would have to come from.
 """
 
+import functools
 import re
 
 import numpy as np
@@ -37,6 +38,7 @@ _NOT_COMPUTED = re.compile(
     r"_(?:addmm|bmm|mm|_scaled_dot_product_\w*?attention)(?=_)|(?<=_)copy_(?=_)")
 
 
+@functools.lru_cache(maxsize=4096)  # a capture repeats a few hundred names many thousand times
 def classify(name: str) -> str:
     if re.match(r"triton_(?:poi|per|red)_", name):
         name = _NOT_COMPUTED.sub("", name)

@@ -21,21 +21,13 @@ from analysis.kernels import kernel_table, op_names, step_row
 from analysis.plots import plot_analysis, plot_bubbles
 from analysis.readers.nsys import read_full_names
 from analysis.study_benches import (
-    LADDER,
-    LADDER_BENCHES,
-    batch_table,
     benches,
-    finish_options_table,
-    finish_table,
-    ladder_table,
     model_text,
-    numbered,
     processes_tables,
-    scale_table,
 )
 from analysis.study_captures import capture_rows, md_table
 from analysis.study_family import family_sections
-from analysis.study_plots import plot_bars, plot_batch, plot_idle, plot_kernels, plot_scale
+from analysis.study_plots import plot_idle, plot_kernels
 from analysis.sweep import run_dirs
 
 # GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
@@ -93,7 +85,9 @@ def bytes_per_step(config: dict, model: dict | None = None) -> dict:
     return classes
 
 
-def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
+def kernels_for(a, run, strings: dict, copy_rate: float | None) -> pd.DataFrame:
+    """The per-kernel-class table of a capture; without a copy rate (no bench of the same
+    study), no "of copy rate" column."""
     ops = a.ops[a.ops["step"] >= 0]  # the ops of the captured steps
     table = kernel_table(
         ops,
@@ -108,10 +102,11 @@ def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
         mean_bytes = sum(b for _, b in floor_bytes) / len(floor_bytes)
         row = step_row(mean_bytes, a.summary["period_ns_median"], copy_rate)
         table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "class": table["class"],
-            "ops/step": table["ops_per_step"].map(lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
+            "op records/step": table["ops_per_step"].map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
             "µs/step": (table["time_ns_per_step"] / 1e3).map("{:.1f}".format),
             "share": (table["share"] * 100).map(lambda x: "–" if pd.isna(x) else f"{x:.1f}%"),
             "MB/step (least)": (table["bytes_per_step"] / 1e6).map(
@@ -125,6 +120,7 @@ def kernels_for(a, run, strings: dict, copy_rate: float) -> pd.DataFrame:
             ),
         }
     )
+    return out if copy_rate else out.drop(columns="of copy rate")
 
 
 def repeats(study: Path) -> int:
@@ -148,30 +144,40 @@ def environment(analyses: dict, b: dict) -> str:
 
 
 OBSERVER_TEXT = (
-    "Every variant at batch 1, 8 and 32, timed untraced (`harness bench`, each eager one in "
-    "two processes) with its untraced twin (CUDA events around every step, read back after the "
-    "run), then captured node-level and (for the graph-replayed ones) graph-level: "
-    "`scripts/overhead.sh` in `observer/`. Bubble: median over steps 31–50 of the GPU idle "
-    "time between one step's last op and the next step's first (METRICS.md); the twin's "
-    "bubble includes the stop check's copy to the host, and its floor is about 1.3 µs (two "
-    "events back to back). The profiler's share = (traced − untraced) / traced."
+    "Each variant timed untraced (`harness bench`; where the table gives [min–max], in several "
+    "processes) with its untraced twin (CUDA events around every step, read back after the "
+    "run), then captured node-level and, for the graph-replayed ones, graph-level: "
+    "`scripts/overhead.sh`. Bubble: median over the captured steps of the GPU idle time "
+    "between one step's last op and the next step's first (METRICS.md); the twin's bubble "
+    "includes the stop check's copy to the host, and its floor is that of two CUDA events back "
+    "to back. The profiler's share = (traced − untraced) / traced."
 )
 
 
-def observer_sections(sweep_dir: Path, fig: Path) -> list:
+def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
+    """The part's Markdown: the sentences, then the tables they summarise; the figure into
+    `fig` when given."""
+    from analysis.overhead import table as overhead_table
+
     table = observer.sweep(sweep_dir)
     if not len(table):
         return []
-    parts = ["## How much of the bubble is the profiler's", OBSERVER_TEXT]
+    parts = [f"## How much of the bubble is the profiler's ({sweep_dir.name})", OBSERVER_TEXT,
+             *observer.sweep_notes(sweep_dir, table),
+             *observer.observer_findings(sweep_dir, table)]
     batches = sorted(table["batch"].unique())
     anchor = 8 if 8 in batches else batches[0]
-    plot_bubbles(fig / "observer.png", table, anchor)
+    if fig is not None:
+        plot_bubbles(fig / "observer.png", table, anchor)
     parts += section("### The bubble, traced and untraced", observer.bubble_table(table),
                      "observer")
     cost = observer.sync_cost_table(table)
     if len(cost):
         parts += section("### What the sync costs a step, untraced (measured pairs; bench "
                          "median and [min, max] over the processes' combinations)", cost)
+    parts += ["### What nsys adds to a step, by flag set (`python -m analysis.overhead table "
+              "DIR`; `events on`: the untraced run with the twin's two CUDA events a step)",
+              overhead_table(sweep_dir).strip()]
     return parts
 
 
@@ -180,42 +186,83 @@ def part_start(name: str) -> str:
 
 
 PART_START, PART_END = part_start("observer"), "<!-- /part -->"
+# The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
+# from the repository root: every directory study_publish.SOURCES names).
+PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "overview")
+PART_HELP = {
+    "ladder": "a study's bench-*.json (no captures needed)",
+    "captures": "a directory of run directories (tests/data/runs)",
+    "observer": "a scripts/overhead.sh directory (or STUDY/observer)",
+    "hardware": "a scripts/hardware-view.sh directory (its runs/)",
+    "aa": "harness bench --processes A/A reports (aa-*.json)",
+    "family": "bench-ladder-b<B>.json and capture/ of another model family",
+    "overview": "the repository root: every capture of the published directories",
+}
 
 
-def part_body(part: str, study: Path, out: Path) -> list:
-    if part == "family":
-        (out / "figures").mkdir(parents=True, exist_ok=True)
-        body = family_sections(study, out / "figures")
-        if not body:
-            raise GapscopeError(f"{study}: no bench-ladder-b<batch>.json (`scripts/study.sh "
-                                "--parts family --model ARCH` makes them)")
-        return body
-    sweep_dir = study / "observer" if (study / "observer").is_dir() else study
-    fig = out / "figures"
-    fig.mkdir(parents=True, exist_ok=True)
-    body = observer_sections(sweep_dir, fig)
+def part_sections(part: str, study: Path, fig: Path | None) -> list:
+    """One part's Markdown blocks (empty when STUDY has nothing for it); its figures into
+    `fig` when given."""
+    from analysis.study_aa import aa_sections
+    from analysis.study_hardware import hardware_sections
+    from analysis.study_ladder import ladder_sections
+    from analysis.study_runs import captures_sections
+
+    if part == "observer":
+        return observer_sections(study / "observer" if (study / "observer").is_dir()
+                                 else study, fig)
+    if part == "overview":
+        from analysis.study_publish import overview_sections
+
+        return overview_sections(study, fig)
+    return {"ladder": ladder_sections, "captures": captures_sections,
+            "hardware": hardware_sections, "aa": lambda s, _: aa_sections(s),
+            "family": lambda s, f: family_sections(s, f)}[part](study, fig)
+
+
+def part_body(part: str, study: Path, out: Path | None) -> list:
+    fig = None
+    if out is not None:
+        fig = out / "figures"
+        fig.mkdir(parents=True, exist_ok=True)
+    body = part_sections(part, study, fig)
     if not body:
-        raise GapscopeError(f"{sweep_dir}: no b<batch>/<variant>/ runs of scripts/overhead.sh")
+        raise GapscopeError(f"{study}: nothing for part {part} here: it needs "
+                            f"{PART_HELP[part]}")
     return body
 
 
+def part_block(part: str, body: list) -> str:
+    from analysis.study_text import wrap
+
+    return "\n\n".join([part_start(part), *map(wrap, body), PART_END])
+
+
+def put_part(text: str, part: str, block: str) -> str:
+    """`text` with the part's block replaced, or put before the first later part present (the
+    PARTS order), or at the end."""
+    start = part_start(part)
+    if start in text and PART_END in text.split(start, 1)[1]:
+        head, rest = text.split(start, 1)
+        return head + block + rest.split(PART_END, 1)[1]
+    later = [part_start(p) for p in PARTS[PARTS.index(part) + 1:] if part_start(p) in text] \
+        if part in PARTS else []
+    if later:
+        head, rest = text.split(later[0], 1)
+        return head + block + "\n\n" + later[0] + rest
+    if "\n## 1. " in text:
+        head, rest = text.split("\n## 1. ", 1)
+        return head + "\n" + block + "\n\n## 1. " + rest
+    return text.rstrip("\n") + ("\n\n" if text.strip() else "") + block + "\n"
+
+
 def write_part(study: Path, out: Path, part: str = "observer") -> Path:
-    """One part alone, put into OUT/RESULTS.md between its markers (`<!-- part: NAME -->`;
-    before the ladder's section the first time), the rest of the file left as it is."""
+    """One part alone, put into OUT/RESULTS.md between its markers (`<!-- part: NAME -->`),
+    the rest of the file left as it is."""
     body = part_body(part, study, out)
     path = out / "RESULTS.md"
     text = path.read_text() if path.is_file() else ""
-    start = part_start(part)
-    block = "\n\n".join([start, *body, PART_END])
-    if start in text and PART_END in text.split(start, 1)[1]:
-        head, rest = text.split(start, 1)
-        text = head + block + rest.split(PART_END, 1)[1]
-    elif "\n## 1. " in text:
-        head, rest = text.split("\n## 1. ", 1)
-        text = head + "\n" + block + "\n\n## 1. " + rest
-    else:
-        text = text + ("\n\n" if text else "") + block + "\n"
-    path.write_text(text)
+    path.write_text(put_part(text, part, part_block(part, body)))
     return path
 
 
@@ -233,40 +280,22 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
     caps, analyses = capture_rows(found)
     if "ladder" not in b:
         return runs_results(study, out, notes, caps, analyses), analyses
-    lad = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
-    lad = lad.loc[[v for v in LADDER if v in lad.index]]
-    plot_bars(
-        fig / "ladder.png",
-        list(lad.index),
-        list(lad["ms_per_step_median"]),
-        list(lad["ms_per_step_p10"]),
-        list(lad["ms_per_step_p90"]),
-        "ms per step (median, p10–p90)",
-        "The article's ladder, untraced (batch 32, 100 tokens, fp32)",
-    )
+    from analysis.study_ladder import ladder_sections
+    from analysis.study_runs import capture_findings
+
     parts = [
-        f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`: "
-        f"{environment(analyses, b)}. {model_description(study)} with seeded random weights, "
-        "fp32 with TF32 "
-        'matmuls ("high"), empty prompts, greedy decoding. Untraced timings are medians of '
-        f"{repeats(study)} runs after a warm-up "
-        "(p10–p90 beside them); captures are nsys traces of steps 31–50. Regenerate with "
-        f"`python -m analysis.study {study} -o DIR`."
+        f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`"
+        + (f": captures made with {environment(analyses, b)}, each beside its own untraced "
+           "bench" if analyses else "")
+        + f". Regenerate with `gapscope study {study} -o DIR`."
     ]
     if notes is not None:
         parts.append(notes.read_text().strip())
-    parts += section(
-        "## 1. The article's ladder (batch 32, 100 new tokens)", ladder_table(b), "ladder"
-    )
-    if numbered(b, "scale"):
-        plot_scale(fig / "scaling.png", b)
-        parts += section("### Naive vs KV cache as the sequence grows", scale_table(b), "scaling")
-    if numbered(b, "batch"):
-        plot_batch(fig / "batch.png", b)
-        parts += section("### The ping-pong by batch (both compiled)", batch_table(b), "batch")
+    parts += ladder_sections(study, fig)
     if len(caps):
         plot_idle(fig / "idle.png", analyses)
-        parts += section("### What the captures show", caps, "idle")
+        parts += ["## What the captures show", *capture_findings(analyses)]
+        parts += section("### The captures", caps, "idle")
         share = observer.capture_share_table(analyses)
         if len(share):
             parts += section("### How much of the bubble is the profiler's", share)
@@ -278,16 +307,6 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
         parts += section(title, table)
     if (study / "observer").is_dir():
         parts += [PART_START, *observer_sections(study / "observer", fig), PART_END]
-    if "finish" in b:
-        parts += section(
-            "## 2. The ladder finished (stop schedule uniform 50–100, batch 32)", finish_table(b)
-        )
-        if "lt-off" in b or numbered(b, "branches"):
-            parts += section(
-                "### The fused step by micro-batches, and graphed off cuBLASLt (each its own "
-                "process)",
-                finish_options_table(b),
-            )
     rate = (
         b["finish"]["copy_bytes_per_s"].iloc[0]
         if "finish" in b
@@ -301,7 +320,8 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
                 fig / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class"
             )
             parts += section(
-                f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured)",
+                f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured by "
+                f"the bench)",
                 table,
                 f"kernels-{name}",
             )
@@ -349,11 +369,11 @@ def runs_results(study: Path, out: Path, notes: Path | None, caps: pd.DataFrame,
               help="Also add the captures to this results database.")
 @click.option(
     "--part",
-    type=click.Choice(["observer", "family"]),
+    type=click.Choice(list(PARTS)),
     default=None,
-    help="Rewrite only this part of OUT/RESULTS.md (between its markers): observer from "
-    "STUDY/observer or STUDY itself when it is an overhead.sh directory; family from STUDY's "
-    "bench-ladder-b<B>.json and capture/ (another model family at several batches).",
+    help="Rewrite only this part of OUT/RESULTS.md (between its markers), from STUDY: "
+    + "; ".join(f"{k}: {v}" for k, v in PART_HELP.items())
+    + ". `python -m analysis.study_publish` makes every part of docs/RESULTS.md.",
 )
 def main(study, out, notes, db_path, part):
     """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, or any
@@ -361,9 +381,10 @@ def main(study, out, notes, db_path, part):
 
     \b
     Example:
-        gapscope study traces/study-20261130T221926Z -o docs --notes docs/results-notes.md
+        gapscope study traces/study-20261130T221926Z -o OUT --notes NOTES.md
         gapscope study docs/observer-20261201 -o docs --part observer
         gapscope study docs/llama-20261201 -o docs --part family
+        python -m analysis.study_publish            # every part of docs/RESULTS.md
     """
     if not study.is_dir():
         raise GapscopeError(

@@ -37,24 +37,38 @@ def benches(study: Path) -> dict:
     }
 
 
+def ladder_rows(b: dict) -> pd.DataFrame:
+    """The ladder's variants in order, each with the bench (one process) it came from."""
+    rows = pd.concat([b[k].assign(bench=f"bench-{k}") for k in LADDER_BENCHES if k in b])
+    return rows.loc[[v for v in LADDER if v in rows.index]]
+
+
 def ladder_table(b: dict) -> pd.DataFrame:
-    rows = pd.concat([b.get(k, pd.DataFrame()) for k in LADDER_BENCHES])
-    rows = rows.loc[[v for v in LADDER if v in rows.index]]
+    """Each rung untraced; × naive divides naive's ms/step by the rung's, marked † where the
+    rung ran in another process than naive (a comparison between processes)."""
+    rows = ladder_rows(b)
     base = rows.loc["naive", "ms_per_step_median"]
+    same = rows["bench"] == rows.loc["naive", "bench"]
     return pd.DataFrame(
         {
             "variant": rows.index,
+            "bench (one process)": rows["bench"],
             "ms/step median": rows["ms_per_step_median"].map(ms),
             "p10–p90": [
                 f"{a:.2f}–{c:.2f}"
                 for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
             ],
-            "speedup over naive": (base / rows["ms_per_step_median"]).map("{:.2f}x".format),
+            "× naive": [f"{base / x:.2f}x" + ("" if s else " †")
+                        for x, s in zip(rows["ms_per_step_median"], same, strict=True)],
             "peak alloc MiB": (rows["peak_allocated_bytes"] / 2**20).map("{:.0f}".format),
             "peak reserved MiB": (rows["peak_reserved_bytes"] / 2**20).map("{:.0f}".format),
             "fragmentation": (rows["fragmentation"] * 100).map("{:.1f}%".format),
         }
     )
+
+
+LADDER_NOTE = ("† another process than naive's: × naive compares figures of two processes "
+               "(part A/A: how far an eager figure moves between processes).")
 
 
 def numbered(b: dict, prefix: str) -> dict:
@@ -153,12 +167,12 @@ def ms(x: float) -> str:
     return f"{x:.3f}"
 
 
-def processes_tables(study: Path) -> list:
+def processes_tables(study: Path, pattern: str = "processes-*.json") -> list:
     """(title, table) for each `processes-*.json` (`harness bench --processes N`): each variant's
     median ms/step with its 95% CI over processes, and each pair's difference against the first
     variant, with its CI (docs/METRICS.md: comparisons across processes)."""
     out = []
-    for path in sorted(study.glob("processes-*.json")):
+    for path in sorted(study.glob(pattern)):
         report = json.loads(path.read_text())
         rows = [{"variant": r["variant"], "processes": r["processes"],
                  "ms/step median": ms(r["ms_per_step_median"]),
@@ -166,12 +180,16 @@ def processes_tables(study: Path) -> list:
                 for r in report["results"]]
         for d in report["differences"]:
             lo, hi = d["ci95"]
+            rel = d.get("relative_ci95")
             rows.append({"variant": f"{d['b']} − {d['a']}", "processes": "",
                          "ms/step median": f"{d['median_diff_ms']:+.3f}",
                          "95% CI (between processes)": f"[{lo:+.3f}, {hi:+.3f}] "
+                         + (f"({rel[0] * 100:+.1f}% to {rel[1] * 100:+.1f}%) " if rel else "")
                          + ("within noise" if d["within_noise"] else "a difference")})
         title = (f"### {path.stem.removeprefix('processes-')}: {report['processes']} processes a "
                  "variant, interleaved")
+        if report.get("processes_planned", report["processes"]) != report["processes"]:
+            title += f" (of {report['processes_planned']} planned)"
         out.append((title, pd.DataFrame(rows)))
     return out
 

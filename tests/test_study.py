@@ -63,12 +63,17 @@ def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data
     result = CliRunner().invoke(main, [str(study), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "out" / "RESULTS.md").read_text()
-    assert "| kv | 4.000 | 3.90–4.10 | 1.50x | 1024 | 2048 | 50.0% |" in text
-    assert "| pipelined+compile | 2.000 | 1.90–2.10 | 3.00x |" in text
+    assert "| kv | bench-ladder | 4.000 | 3.90–4.10 | 1.50x | 1024 | 2048 | 50.0% |" in text
+    # Benched in another process than naive: marked, and the sentence says so.
+    assert "| pipelined+compile | bench-ladder-compile | 2.000 | 1.90–2.10 | 3.00x † |" in text
+    assert ("`pipelined+compile`, ran 2.000 in another process (`bench-ladder-compile`): "
+            "3.00x naive's figure, between processes.") in " ".join(text.split())
     # 2.2 / 2.0 - 1, and the p10-p90 ranges (2.15-2.25, 1.95-2.05) do not overlap.
     assert "| 1 | 2.200 | 2.000 | +10.0% | no |" in text
-    # The METRICS.md reference trace: 13.2% busy (23864070 of 180644905 ns), +60% under nsys.
-    assert "| static | 8.000 | 5.000 | +60% | 392 | 392 | 13.2% |" in text
+    # The METRICS.md reference trace: 13.2% busy (23864070 of 180644905 ns), +60% under nsys,
+    # 392 op records a step (343 kernels), each its own launch call.
+    assert ("| static | 20261130T000000Z | 16 | none | 8.000 | 5.000 | +60% | 392 | 343 | 392 "
+            "| 13.2% |") in text
     # Under the kernel classes, the whole step: its 300 MB floor (run.json) over its median
     # period of 8576.6 µs is 35 GB/s, 0.9% of the 4000 GB/s copy rate.
     assert "| whole step (floor) | – | 8576.6 | – | 300 | 35 | 1% |" in text

@@ -50,16 +50,21 @@ def test_the_family_part_of_the_real_llama_run(tmp_path):
     assert text.index("<!-- part: family -->") < text.index("## 1. The ladder")
     assert ("`--model llama`: llama:small (125M parameters, 12 layers of 768, 4 of 12 heads for "
             "keys and values), random weights; fp32 with matmul precision \"high\", 100 new "
-            "tokens, 3 repeats." in text)
+            "tokens, 3 repeats." in " ".join(text.split()))
     # Untraced: the ladder's process at batch 32, pipelined+compile from its capture's bench.
     assert ("| compiled | 3.555 | 3.54–3.59 | 4.16x | yes | 4.821 | 4.50–5.80 | 2.83x | yes |"
             in text)
     assert "| pipelined+compile | 5.013 † | 4.87–5.05 | 2.95x | yes | 4.463 † |" in text
     # Captured, against the untraced bench and twin of each capture.
-    assert ("| compiled | 32 | 9.383 | 6.449 | 13.3% | 843.0 | 95.3 | 9% / 87% / 4% | 8.2% |"
-            in text)
-    assert ("| pipelined+compile | 1 | 7.225 | 5.013 | 10.4% | 937.0 | 145.4 | 0% / 100% / 0% "
-            "| 0.0% |" in text)
+    assert ("| compiled | 32 | 9.383 | 6.449 | 13.3% | 310 | 308 | 843.0 | 95.3 | 9% / 87% / 4% "
+            "| 8.2% |" in text)
+    assert ("| pipelined+compile | 1 | 7.225 | 5.013 | 10.4% | 226 | 222 | 937.0 | 145.4 "
+            "| 0% / 100% / 0% | 0.0% |" in text)
+    # The sentences quote those rows: pipelined+compile's own process against compiled's two.
+    flat = " ".join(text.split())
+    assert ("`pipelined+compile` ran 5.013 ms/step in a process of its own against "
+            "`compiled`'s 3.555 and 3.678 in 2 other processes: slower than both") in flat
+    assert "nsys adds +40% to +123% to each captured step" in flat
     assert "![family ladder](figures/family-ladder.png)" in text
     assert (tmp_path / "figures" / "family-ladder.png").stat().st_size > 10_000
     again = CliRunner().invoke(main, [str(LLAMA), "-o", str(tmp_path), "--part", "family"])
@@ -68,4 +73,5 @@ def test_the_family_part_of_the_real_llama_run(tmp_path):
 
 def test_the_family_part_needs_the_benches(tmp_path):
     result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path), "--part", "family"])
-    assert result.exit_code == 2 and "no bench-ladder-b<batch>.json" in result.output
+    assert result.exit_code == 2 and "bench-ladder-b<B>.json" in result.output
+    assert len(result.output.splitlines()) == 1

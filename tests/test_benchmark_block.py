@@ -1,0 +1,32 @@
+"""`python -m analysis.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says when,
+under what load, against which nsys, and the range of every output against nsys's time."""
+
+from analysis.benchmark import BY, block_text
+from analysis.study_publish import GEN_END, gen_start, put_generated
+
+
+def test_the_block_gives_each_median_its_runs_and_the_range_against_nsys():
+    rows = [("analyze --format text", [3.0, 3.5, 4.0], 0.46, 0.39, 0.0),
+            ("report -o DIR", [5.0, 6.0, 7.5], 0.54, 0.41, 0.3)]
+    text = block_text("2026-12-02 10:00 UTC", 2, 1_176_000, 174.2, 3, (1.5, 3.25),
+                      ("2024.2.3", [5.0, 5.0, 6.0]), rows)
+    head, table, tail = text.split("\n\n")
+    head, tail = " ".join(head.split()), " ".join(tail.split())  # wrapped at 100 columns
+    assert head.startswith("Measured 2026-12-02 10:00 UTC on 2 cores: 1,176,000 GPU op records "
+                           "(174 MiB")
+    assert "load average (1 min) 1.50 at the start, 3.25 at the end" in head
+    assert "nsys 2024.2.3 `stats -r nvtx_gpu_proj_trace`: 5.00 s (median; runs 5.00–6.00 s)" \
+        in head
+    # Medians 3.5 and 6.0 s over nsys's 5.0 s.
+    assert table.splitlines()[2] == ("| `analyze --format text` | 3.50 s | 3.00–4.00 s | 0.70x | "
+                                     "0.46 GiB | 0.39 GiB | 0.0 MiB |")
+    assert table.splitlines()[3].startswith("| `report -o DIR` | 6.00 s | 5.00–7.50 s | 1.20x |")
+    assert tail == ("Every output took 0.70–1.20x of nsys's projection in this run (medians), "
+                    "under a load average of 1.50–3.25 on 2 cores; the largest peak RSS, own or "
+                    "forked, 0.54 GiB.")
+
+
+def test_the_block_goes_between_its_markers():
+    doc = f"# Speed\n\n{gen_start('benchmark', BY)}\nold table\n{GEN_END}\n\nafter\n"
+    new = put_generated(doc, "benchmark", "new table", BY)
+    assert new == f"# Speed\n\n{gen_start('benchmark', BY)}\nnew table\n{GEN_END}\n\nafter\n"

@@ -1,0 +1,66 @@
+"""The published study is what `gapscope study` makes of the committed runs (issue 19):
+docs/RESULTS.md, README's generated paragraphs and docs/PROFILING.md's overhead table are made
+again here from docs/*/ and tests/data/runs, and any difference fails."""
+
+import difflib
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analysis.study import main
+from analysis.study_publish import GEN_END, documents, gen_start, put_generated
+from analysis.study_text import pct_span, span, verdict, wrap
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def first_difference(path: Path, want: str, have: str) -> str:
+    diff = difflib.unified_diff(have.splitlines(), want.splitlines(), f"{path} (committed)",
+                                f"{path} (made again)", n=1, lineterm="")
+    return "\n".join(list(diff)[:40])
+
+
+def test_the_published_documents_are_made_again_from_the_committed_runs(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    for path, text in documents(Path("."), None).items():
+        committed = (ROOT / path).read_text()
+        assert committed == text, (
+            f"{path} is not what the committed runs make (python -m analysis.study_publish "
+            f"writes it):\n{first_difference(path, text, committed)}")
+
+
+def test_one_part_made_by_gapscope_study_is_the_published_one(monkeypatch, tmp_path):
+    # The command a reader runs for one part puts the same block where the published one is.
+    monkeypatch.chdir(ROOT)
+    shutil.copy(ROOT / "docs" / "RESULTS.md", tmp_path / "RESULTS.md")
+    result = CliRunner().invoke(main, ["docs/aa-20261201", "-o", str(tmp_path), "--part", "aa"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "RESULTS.md").read_text() == (ROOT / "docs" / "RESULTS.md").read_text()
+
+
+def test_ranges_print_as_the_tables_do():
+    assert span([5.442, 5.685, 5.63]) == "5.442–5.685"
+    assert span([0.1234, 0.1236], ".2f") == "0.12"  # one number where both print alike
+    assert span([-0.292, 0.068], "+.1%") == "-29.2% to +6.8%"  # signs: "to", not a dash
+    assert pct_span([0.0756, 0.178]) == "7.6–17.8%"
+    assert pct_span([-0.33, 0.89], 0) == "-33% to 89%"
+    assert verdict((1.0, 2.0), (2.5, 3.0)) == "apart"
+    assert verdict((1.0, 2.5), (2.5, 3.0)) == "overlapping"  # touching ranges overlap
+
+
+def test_a_bullet_wraps_under_its_text_and_a_table_does_not():
+    bullet = "- **Title.** " + "word " * 30
+    lines = wrap(bullet.strip(), 40).splitlines()
+    assert lines[0].startswith("- **Title.**") and all(x.startswith("  ") for x in lines[1:])
+    assert max(map(len, lines)) <= 40
+    table = "| a | " + "b | " * 40
+    assert wrap(table, 40) == table
+
+
+def test_a_generated_block_is_replaced_between_its_markers():
+    text = f"before\n{gen_start('x')}\nold\n{GEN_END}\nafter\n"
+    assert put_generated(text, "x", "new") == f"before\n{gen_start('x')}\nnew\n{GEN_END}\nafter\n"
+    with pytest.raises(ValueError, match="no `<!-- generated: y"):
+        put_generated(text, "y", "new")
