@@ -100,7 +100,10 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
         analyses = run_analysis(trace, options)
     if run.untraced_steps is not None:
         twin = read_untraced_steps(run.untraced_steps)
-        analyses = [with_untraced(a, twin) for a in analyses]
+        # The twin marks the program's own step boundaries: steps inferred from the trace are
+        # cut elsewhere, so the two are not set side by side.
+        analyses = [a if a.summary.get("steps_from") == "inferred" else with_untraced(a, twin)
+                    for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
     for a in analyses:
         a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))

@@ -32,10 +32,12 @@ SILU_BLOCK = 1024
 ADVANCE_CHUNK = 256  # head partials per iteration of the greedy pick
 
 
-def gemv_block_n(n: int) -> int:
+def gemv_block_n(n: int, itemsize: int) -> int:
     """Output columns per GEMV program: narrow blocks for narrow outputs, so that a 768-wide
-    projection still runs on 48 SMs."""
-    return 128 if n >= 65536 else 64 if n >= 8192 else 32 if n >= 4096 else 16
+    projection still runs on 48 SMs. In fp32 at most 64: the pipelined weight tiles of 256 x 128
+    fp32 values need 313 KB of shared memory, over the H200's 227 KB (a 151936-word head)."""
+    bn = 128 if n >= 65536 else 64 if n >= 8192 else 32 if n >= 4096 else 16
+    return min(bn, 64) if itemsize > 2 else bn
 
 
 def rms_ref(x: torch.Tensor, norm: tuple) -> torch.Tensor:
@@ -78,7 +80,7 @@ def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tenso
     (the references: one block)."""
     if not use_triton(x):
         return F.linear(rms_ref(x, norm), w, bias).max(-1, keepdim=True)
-    blocks = triton.cdiv(w.shape[0], gemv_block_n(w.shape[0]))
+    blocks = triton.cdiv(w.shape[0], gemv_block_n(w.shape[0], w.element_size()))
     pmax = x.new_empty(x.shape[0], blocks, dtype=torch.float32)
     pidx = x.new_empty(x.shape[0], blocks, dtype=torch.long)
     _gemv(x, w, norm=norm, bias=bias, argmax=(pmax, pidx))
@@ -90,7 +92,7 @@ def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=Fa
     b, k = x.shape
     n = w.shape[0]
     assert b <= GEMV_MAX_BATCH and x.stride(1) == 1 and w.stride(1) == 1
-    bn = gemv_block_n(n)
+    bn = gemv_block_n(n, w.element_size())
     pmax, pidx = argmax if argmax is not None else (x, x)
     out = out if out is not None else x
     nw, eps = norm if norm is not None else (x, 0.0)

@@ -124,7 +124,9 @@ print("generated", tuple(out.shape))
 
 @pytest.mark.gpu
 def test_profile_of_a_generate_loop_as_it_is(tmp_path):
-    env = real_nsys_env(tmp_path) | {"PYTHONPATH": str(ROOT)}
+    env = real_nsys_env(tmp_path)
+    # Extended, not replaced: nsys's function trace needs the program's nvtx (carried there).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     (tmp_path / "gen.py").write_text(GENERATE)
     result = subprocess.run([PY, "-m", "analysis.cli", "profile", "--twin-runs", "2", "--",
                              PY, str(tmp_path / "gen.py")], env=env, cwd=tmp_path,

@@ -579,8 +579,12 @@ def enable_sync_debug(torch) -> None:
 
     def warn_on_sync():
         try:
-            torch._C._cuda_set_sync_debug_mode(1)
             import warnings
+
+            # torch says once that the mode is a prototype: not the program's output.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch._C._cuda_set_sync_debug_mode(1)
 
             # The program's filters may have come first since start-up: ours goes in front.
             warnings.filterwarnings("always", message=".*" + SYNC_WARNING)
@@ -705,10 +709,15 @@ def install(environ=os.environ) -> None:
         def write():
             if _REC.pid != os.getpid():
                 return
+            document = twin_document(_REC, kind)
+            # A process that timed no step (torch.compile's worker processes inherit the
+            # environment) leaves no file.
+            if not any(run["step"] for run in document["runs"]):
+                return
             path = os.path.join(twin_dir, f"untraced-{os.getpid()}.json")
             try:
                 with open(path, "w") as f:
-                    json.dump(twin_document(_REC, kind), f)
+                    json.dump(document, f)
             except Exception as e:
                 _say(f"cannot write {path}: {e}")
 
