@@ -91,8 +91,8 @@ def load_and_analyse(path: str | Path, step_pattern: str | None = None,
         twin = read_untraced_steps(run.untraced_steps)
         analyses = [with_untraced(a, twin) for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
-    for a in analyses:
-        a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))
+    analyses = [dataclasses.replace(a, summary=a.summary | {"floor": floor_summary(
+        run.info, a.steps, a.summary.get("gpu_metrics"))}) for a in analyses]
     return run, trace, analyses
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import click
 
+from analysis.capture import EXPORT_TIMEOUT_S
+
 DEFAULT_SOURCE = Path(__file__).resolve().parent.parent / "tests/data/h200-eager-static-bs16.sqlite"
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
            "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")
@@ -127,7 +129,8 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
     work.mkdir()
     t = time.perf_counter()
     subprocess.run([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "-f", "csv", "-o",
-                    str(work / "proj"), str(trace)], check=True, capture_output=True)
+                    str(work / "proj"), str(trace)], check=True, capture_output=True,
+                   timeout=EXPORT_TIMEOUT_S)
     return time.perf_counter() - t
 
 
