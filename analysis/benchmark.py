@@ -81,8 +81,9 @@ def build(source: Path, copies: int, out: Path, repeat_names: bool = False) -> i
     return ops
 
 
-# Each command runs in a fresh process under this wrapper, which prints the peak RSS (KiB on
-# Linux) of the process and of the processes it forked (the reader, sweep workers) when it ends.
+# Each command runs in a fresh process under this wrapper, which prints the process' peak RSS
+# (KiB on Linux) when it ends (gapscope starts no process of its own: its parallel work is in
+# threads, so this is all of it).
 WRAPPER = """
 import resource, sys
 from analysis.cli import main
@@ -91,9 +92,7 @@ try:
 except SystemExit as e:
     if e.code:
         raise
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-forked = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(own, forked, file=sys.stderr)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 """
 def commands(trace: Path, out: Path) -> dict:
     """name -> gapscope arguments; each output goes to a file, as a user would redirect it."""
@@ -109,8 +108,8 @@ def commands(trace: Path, out: Path) -> dict:
 
 
 def run_command(args: list, out_dir: Path) -> tuple:
-    """(wall s, peak RSS KiB of the process, of what it forked, output bytes) of one command in
-    a fresh process: start, imports and writing the output included."""
+    """(wall s, peak RSS KiB, output bytes) of one command in a fresh process: start, imports
+    and writing the output included."""
     root = Path(__file__).resolve().parent.parent
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir()
@@ -120,8 +119,8 @@ def run_command(args: list, out_dir: Path) -> tuple:
         done = subprocess.run([sys.executable, "-c", WRAPPER, *args], cwd=root, check=True,
                               stdout=f, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t
-    own, forked = (int(x) for x in done.stderr.split()[-2:])
-    return wall, own, forked, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
+    own = int(done.stderr.split()[-1])
+    return wall, own, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
 
 
 def run_nsys(nsys: str, trace: Path, work: Path) -> float:
@@ -171,15 +170,14 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
         for name, args in todo.items():
             results[name].append(run_command(args, scratch / "out"))
     nsys_s = statistics.median(nsys_times) if nsys else None
-    click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | forked reader's | "
-               "written | / nsys |")
-    click.echo("| --- | --- | --- | --- | --- | --- |")
+    click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | written | / nsys |")
+    click.echo("| --- | --- | --- | --- | --- |")
     for name, rs in results.items():
         wall = statistics.median(r[0] for r in rs)
-        own, forked = max(r[1] for r in rs) / 2**20, max(r[2] for r in rs) / 2**20
+        own = max(r[1] for r in rs) / 2**20
         ratio = f"{wall / nsys_s:.2f}x" if nsys_s else "n/a"
-        click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {forked:.2f} GiB | "
-                   f"{rs[0][3] / 2**20:.1f} MiB | {ratio} |")
+        click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {rs[0][2] / 2**20:.1f} MiB | "
+                   f"{ratio} |")
     if nsys:
         click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, median of {runs}")
     # Other work on the machine weighs on every figure: say how much there was.
