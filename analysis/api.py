@@ -105,8 +105,8 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
         analyses = [a if a.summary.get("steps_from") == "inferred" else with_untraced(a, twin)
                     for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
-    for a in analyses:
-        a.summary["floor"] = floor_summary(run.info, a.steps, a.summary.get("gpu_metrics"))
+    analyses = [dataclasses.replace(a, summary=a.summary | {"floor": floor_summary(
+        run.info, a.steps, a.summary.get("gpu_metrics"))}) for a in analyses]
     return run, trace, analyses
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import click
 
+from analysis.capture import EXPORT_TIMEOUT_S
+
 DEFAULT_SOURCE = Path(__file__).resolve().parent.parent / "tests/data/h200-eager-static-bs16.sqlite"
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
            "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")
@@ -97,8 +99,9 @@ def build(source: Path, copies: int, out: Path, repeat_names: bool = False) -> i
     return ops
 
 
-# Each command runs in a fresh process under this wrapper, which prints the peak RSS (KiB on
-# Linux) of the process and of the processes it forked (the reader, sweep workers) when it ends.
+# Each command runs in a fresh process under this wrapper, which prints the process' peak RSS
+# (KiB on Linux) when it ends (gapscope starts no process of its own: its parallel work is in
+# threads, so this is all of it).
 WRAPPER = """
 import resource, sys
 from analysis.cli import main
@@ -107,9 +110,7 @@ try:
 except SystemExit as e:
     if e.code:
         raise
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-forked = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(own, forked, file=sys.stderr)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 """
 def commands(trace: Path, out: Path) -> dict:
     """name -> gapscope arguments; each output goes to a file, as a user would redirect it."""
@@ -127,8 +128,8 @@ def commands(trace: Path, out: Path) -> dict:
 
 
 def run_command(args: list, out_dir: Path) -> tuple:
-    """(wall s, peak RSS KiB of the process, of what it forked, output bytes) of one command in
-    a fresh process: start, imports and writing the output included."""
+    """(wall s, peak RSS KiB, output bytes) of one command in a fresh process: start, imports
+    and writing the output included."""
     root = Path(__file__).resolve().parent.parent
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir()
@@ -138,8 +139,8 @@ def run_command(args: list, out_dir: Path) -> tuple:
         done = subprocess.run([sys.executable, "-c", WRAPPER, *args], cwd=root, check=True,
                               stdout=f, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t
-    own, forked = (int(x) for x in done.stderr.split()[-2:])
-    return wall, own, forked, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
+    own = int(done.stderr.split()[-1])
+    return wall, own, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
 
 
 def run_nsys(nsys: str, trace: Path, work: Path) -> float:
@@ -147,7 +148,8 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
     work.mkdir()
     t = time.perf_counter()
     subprocess.run([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "-f", "csv", "-o",
-                    str(work / "proj"), str(trace)], check=True, capture_output=True)
+                    str(work / "proj"), str(trace)], check=True, capture_output=True,
+                   timeout=EXPORT_TIMEOUT_S)
     return time.perf_counter() - t
 
 
@@ -186,14 +188,17 @@ BY = "python -m analysis.benchmark --write"
 
 
 def nsys_version(nsys: str) -> str:
-    done = subprocess.run([nsys, "--version"], capture_output=True, text=True)
+    try:
+        done = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "?"
     return done.stdout.strip().rsplit(" ", 1)[-1] if done.returncode == 0 else "?"
 
 
 def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tuple,
                nsys: tuple | None, rows: list) -> str:
     """The generated block: how it was measured, the table, and the range against nsys.
-    rows: (name, [wall s of each run], peak own GiB, peak forked GiB, written MiB)."""
+    rows: (name, [wall s of each run], peak RSS GiB, written MiB)."""
     head = (f"Measured {when} on {cores} cores: {ops:,} GPU op records ({mib:.0f} MiB export), "
             f"each output {runs} times in a fresh process (start, imports and writing the output "
             f"included), interleaved with nsys's projection; load average (1 min) "
@@ -203,22 +208,21 @@ def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tup
         head += (f" nsys {version} `stats -r nvtx_gpu_proj_trace`: "
                  f"{statistics.median(times):.2f} s (median; runs "
                  f"{min(times):.2f}–{max(times):.2f} s).")
-    lines = [f"| gapscope command | wall, median of {runs} | runs | / nsys | peak RSS | forked "
-             "reader's | written |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [f"| gapscope command | wall, median of {runs} | runs | / nsys | peak RSS | written |",
+             "| --- | --- | --- | --- | --- | --- |"]
     ratios = []
-    for name, walls, own, forked, written in rows:
+    for name, walls, own, written in rows:
         wall = statistics.median(walls)
         ratio = wall / statistics.median(nsys[1]) if nsys else None
         if ratio is not None:
             ratios.append(ratio)
         lines.append(f"| `{name}` | {wall:.2f} s | {min(walls):.2f}–{max(walls):.2f} s | "
                      + (f"{ratio:.2f}x" if ratio is not None else "n/a")
-                     + f" | {own:.2f} GiB | {forked:.2f} GiB | {written:.1f} MiB |")
+                     + f" | {own:.2f} GiB | {written:.1f} MiB |")
     tail = (f"Every output took {min(ratios):.2f}–{max(ratios):.2f}x of nsys's projection in "
             f"this run (medians), under a load average of {load[0]:.2f}–{load[1]:.2f} on "
             f"{cores} cores" if ratios else "No nsys in this run, so no ratio")
-    tail += (f"; the largest peak RSS, own or forked, {max(max(r[2], r[3]) for r in rows):.2f} "
-             "GiB.")
+    tail += f"; the largest peak RSS {max(r[2] for r in rows):.2f} GiB."
     from analysis.study_text import wrap
 
     return "\n\n".join([wrap(head), "\n".join(lines), wrap(tail)])
@@ -250,17 +254,16 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
         for name, args in todo.items():
             results[name].append(run_command(args, scratch / "out"))
     nsys_s = statistics.median(nsys_times) if nsys else None
-    click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | forked reader's | "
-               "written | / nsys |")
-    click.echo("| --- | --- | --- | --- | --- | --- |")
+    click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | written | / nsys |")
+    click.echo("| --- | --- | --- | --- | --- |")
     rows = []
     for name, rs in results.items():
         wall = statistics.median(r[0] for r in rs)
-        own, forked = max(r[1] for r in rs) / 2**20, max(r[2] for r in rs) / 2**20
+        own = max(r[1] for r in rs) / 2**20
         ratio = f"{wall / nsys_s:.2f}x" if nsys_s else "n/a"
-        click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {forked:.2f} GiB | "
-                   f"{rs[0][3] / 2**20:.1f} MiB | {ratio} |")
-        rows.append((name, [r[0] for r in rs], own, forked, rs[0][3] / 2**20))
+        click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {rs[0][2] / 2**20:.1f} MiB | "
+                   f"{ratio} |")
+        rows.append((name, [r[0] for r in rs], own, rs[0][2] / 2**20))
     if nsys:
         click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, median of {runs}")
     # Other work on the machine weighs on every figure: say how much there was.

@@ -23,6 +23,9 @@ DEFAULT_PLACES = ("/opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda*/bin/ns
 RANGES = ("cudaProfilerApi", "all")
 GRAPH_TRACES = ("node", "graph")
 VERSION_TIMEOUT_S = 60
+# `nsys export` of a capture: minutes for millions of events; past this, a hung export (a full
+# disk, a stuck importer) ends with a message instead of holding the terminal forever.
+EXPORT_TIMEOUT_S = 1800
 
 
 class NsysError(Exception):

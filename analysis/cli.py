@@ -3,7 +3,6 @@
 import importlib
 import importlib.util
 import json
-import os
 import re
 import sqlite3
 import sys
@@ -478,7 +477,7 @@ def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, devi
         raise GapscopeError(f"{out}: cannot create the directory ({e.strerror or e})") from None
     plots = [(label, a, out / f"{_slug(label)}-device{a.device}.png", run.untraced_ms_per_step())
              for label, (run, analyses) in zip(labels, pairs, strict=True) for a in analyses]
-    plotted = _draw_forked(plots)
+    _draw_plots(plots)
     parts = ["# gapscope report"]
     # As compare: the gaps of the traced runs, then the hardware table of the runs with metrics.
     kept = [i for i, a in enumerate(firsts) if hardware_mod.is_traced(a)]
@@ -500,7 +499,6 @@ def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, devi
             parts.append(f"![{label}, device {a.device}]({png})\n")
             summaries.setdefault(label, {})[str(a.device)] = report_mod.plain(a.summary)
         summaries[label]["trace"] = str(run.trace_path)
-    plotted()
     text = "\n\n".join(part.strip() for part in parts) + "\n"
     _write(lambda p: p.write_text(text), out / "report.md")
     _write(lambda p: p.write_text(json.dumps(summaries, indent=1)), out / "summary.json")
@@ -536,38 +534,6 @@ def _draw_plots(plots: list) -> None:
 
     for label, a, path, untraced in plots:
         _write(lambda p, a=a, label=label, u=untraced: plot_analysis(a, label, p, u), path)
-
-
-def _draw_forked(plots: list):
-    """Draws the report's (label, analysis, path, untraced ms/step) figures in a forked child
-    while this process compares and writes the Markdown (matplotlib's import and drawing are a
-    second or two); returns the function that waits for the child and raises its error, if any."""
-    if not hasattr(os, "fork"):
-        _draw_plots(plots)
-        return lambda: None
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        try:
-            _draw_plots(plots)
-            message = b""
-        except GapscopeError as e:
-            message = e.format_message().encode()
-        except BaseException as e:  # anything at all: the parent says it in one line
-            message = f"cannot draw the plots ({e})".encode()
-        os.write(write, message[:4096])
-        os._exit(0)
-    os.close(write)
-
-    def wait():
-        with os.fdopen(read, "rb") as f:
-            message = f.read()
-        os.waitpid(pid, 0)
-        if message:
-            raise GapscopeError(message.decode(errors="replace"))
-
-    return wait
 
 
 def _slug(label: str) -> str:

@@ -111,16 +111,15 @@ def window_metrics(series: dict, window: tuple, peak: tuple, interval: str) -> d
     return out
 
 
-def add_step_metrics(table: pd.DataFrame, samples: pd.DataFrame, device: int, lo_col: str,
-                     hi_col: str, window: tuple, peak: tuple, interval: str) -> dict | None:
-    """Adds the per-step metric columns to `table` (over [lo_col, hi_col] of each row) and
-    returns summary.gpu_metrics; None, and no columns, when the device has no known metric."""
+def with_step_metrics(table: pd.DataFrame, samples: pd.DataFrame, device: int, lo_col: str,
+                      hi_col: str, window: tuple, peak: tuple, interval: str) -> tuple:
+    """(the table with the per-step metric columns (over [lo_col, hi_col] of each row),
+    summary.gpu_metrics); the table as it was, and None, when the device has no known metric."""
     series = device_series(samples, device)
     if not series:
-        return None
+        return table, None
     lo = table[lo_col].to_numpy(dtype=np.float64, na_value=np.nan)
     hi = table[hi_col].to_numpy(dtype=np.float64, na_value=np.nan)
     per_step = step_metrics(series, lo, hi, peak[0])
-    for column in per_step.columns:
-        table[column] = per_step[column].to_numpy()
-    return window_metrics(series, window, peak, interval)
+    table = table.assign(**{c: per_step[c].to_numpy() for c in per_step.columns})
+    return table, window_metrics(series, window, peak, interval)

@@ -18,9 +18,15 @@ FLAGSET_ORDER = ("node", "graph", "graph-nonvtx", "noevents", "metrics", "nvtx")
 
 
 def _load(path: Path) -> dict | None:
+    """The file's JSON; None where it does not exist (a flag set not captured), and None with a
+    line on stderr where it exists but cannot be read: the table then says n/a, and why is
+    said once."""
+    if not path.exists():
+        return None
     try:
         return json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError) as e:
+        print(f"gapscope: skipped {path}: unreadable ({e})", file=sys.stderr)
         return None
 
 

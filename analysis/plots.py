@@ -1,18 +1,18 @@
 """PNG figures of one analysis: a timeline of a few steps (binned) and a zoom on one step
 boundary, per-step stacked bars, gap lengths, the traced steps beside the untraced twin.
 
-matplotlib with the Agg backend (no display needed); only this module and report draw or print.
-Every colour and word is analysis/palette.py's: one per quantity, in every figure.
+Each figure is drawn on its own Agg canvas (no display needed), without pyplot: importing this
+module chooses no backend for the process, and no figure is left in a global registry. Only this
+module and report draw or print. Every colour and word is analysis/palette.py's: one per
+quantity, in every figure.
 """
 
-import matplotlib
 import matplotlib.ticker
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-import numpy as np  # noqa: E402
-
-from analysis.palette import (  # noqa: E402
+from analysis.palette import (
     BUSY_COLOUR,
     CAUSE_COLOURS,
     FLOOR,
@@ -27,13 +27,23 @@ from analysis.palette import (  # noqa: E402
     UNTRACED,
     UNTRACED_COLOUR,
 )
-from analysis.plots_timeline import (  # noqa: E402
+from analysis.plots_timeline import (
     draw_overview,
     draw_zoom,
     legend_above,
     zoom_window,
 )
-from analysis.summary import CAUSES  # noqa: E402
+from analysis.summary import CAUSES
+
+DPI = 110
+
+
+def new_figure(**kwargs) -> Figure:
+    """A figure on an Agg canvas of its own (Figure's arguments): saved as PNG by its canvas,
+    freed with it, whatever backend the calling process (a notebook, say) has chosen."""
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 # More steps than this are drawn as this many bars, each the mean of a run of consecutive steps:
 # a bar per step of a 3000-step capture costs minutes in matplotlib and reads as noise.
@@ -186,24 +196,27 @@ def _has_twin(a, untraced_ms_per_step) -> bool:
 
 
 def plot_analysis(a, label: str, path, untraced_ms_per_step: float | None = None) -> None:
-    """One PNG: the middle steps binned, a zoom on one step boundary, per-step bars and the gap
+    """analysis_figure as a PNG."""
+    analysis_figure(a, label, untraced_ms_per_step).savefig(path, dpi=DPI)
+
+
+def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) -> Figure:
+    """The middle steps binned, a zoom on one step boundary, per-step bars and the gap
     histogram, the traced period and bubble beside the untraced twin's (or run.json's untraced
     ms/step, `untraced_ms_per_step`) where the run has one, and the per-step GPU metrics where
     the capture sampled them (alone for a metrics-only capture)."""
     metrics = bool(a.summary.get("gpu_metrics"))
     if a.summary.get("cuda_trace") is False:  # a metrics-only capture: no ops to draw
-        fig, ax = plt.subplots(figsize=(13, 4.5), layout="constrained")
-        draw_step_metrics(ax, a)
+        fig = new_figure(figsize=(13, 4.5), layout="constrained")
+        draw_step_metrics(fig.subplots(), a)
         fig.suptitle(f"{label}: device {a.device}, GPU metrics only (no CUDA trace)")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return
+        return fig
     twin = _has_twin(a, untraced_ms_per_step)
     rows = 3 + twin + metrics
     # Margins set by hand: matplotlib's constrained layout measures every label, drawing the
     # figure twice (a third of the time of a report on a million ops).
     height = 3.6 * rows
-    fig = plt.figure(figsize=(13, height))
+    fig = new_figure(figsize=(13, height))
     grid = fig.add_gridspec(rows, 2, left=0.09, right=0.99, bottom=0.5 / height,
                             top=1 - 0.95 / height, hspace=0.62, wspace=0.2)
     window = zoom_window(a)
@@ -219,8 +232,7 @@ def plot_analysis(a, label: str, path, untraced_ms_per_step: float | None = None
         draw_step_metrics(fig.add_subplot(grid[rows - 1, :]), a)
     fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}",
                  y=1 - 0.2 / height)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 BUBBLE_SERIES = (("node_bubble_ns", f"{TRACED}, node-level", TRACED_COLOUR),
@@ -229,12 +241,17 @@ BUBBLE_SERIES = (("node_bubble_ns", f"{TRACED}, node-level", TRACED_COLOUR),
 
 
 def plot_bubbles(path, sweep, batch: int) -> None:
+    bubbles_figure(sweep, batch).savefig(path, dpi=DPI)
+
+
+def bubbles_figure(sweep, batch: int) -> Figure:
     """Grouped bars: each variant's median inter-step bubble at one batch, as a node-level
     capture, a graph-level capture and the untraced twin saw it (analysis.observer.sweep)."""
     rows = sweep[sweep["batch"] == batch].reset_index(drop=True)
     x = np.arange(len(rows))
     width = 0.27
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig = new_figure(figsize=(9, 3.6))
+    ax = fig.subplots()
     for i, (column, label, color) in enumerate(BUBBLE_SERIES):
         values = [v / 1e3 if column in rows and v == v and v is not None else 0
                   for v in (rows[column] if column in rows else [None] * len(rows))]
@@ -244,17 +261,23 @@ def plot_bubbles(path, sweep, batch: int) -> None:
     ax.set_title(f"How much of the bubble is the profiler's (batch {batch}, H200)")
     ax.legend(frameon=False, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def plot_hardware(table, path) -> None:
+    hardware_figure(table).savefig(path, dpi=DPI)
+
+
+def hardware_figure(table) -> Figure:
     """compare's hardware table (analysis/hardware.py) as two panels, one row a run: the
     untraced step beside its bandwidth floor, and how hard the GPU worked (SMs active, DRAM read,
     % of the floor reached)."""
-    labels = [c or lab for c, lab in zip(table["config_label"], table["label"], strict=True)]
+    # A run without a config label has NaN there (pandas' string column), not None.
+    labels = [c if isinstance(c, str) and c else lab
+              for c, lab in zip(table["config_label"], table["label"], strict=True)]
     y = np.arange(len(labels))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.5 * len(labels) + 1.6), sharey=True)
+    fig = new_figure(figsize=(11, 0.5 * len(labels) + 1.6))
+    left, right = fig.subplots(1, 2, sharey=True)
 
     def values(column):
         return table[column].astype("float64").fillna(0).to_numpy()
@@ -276,5 +299,4 @@ def plot_hardware(table, path) -> None:
     left.invert_yaxis()
     fig.suptitle("How hard the GPU works, per run (GPU metrics, untraced step time)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

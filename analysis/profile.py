@@ -37,6 +37,7 @@ import click
 from analysis import hook
 from analysis import step_functions as sf
 from analysis.capture import (
+    EXPORT_TIMEOUT_S,
     GRAPH_TRACES,
     RANGES,
     NsysError,
@@ -132,7 +133,8 @@ def write_json(path: Path, record: dict) -> None:
     """Merges record into path's JSON (the program may have written its own run.json there)."""
     try:
         old = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, json.JSONDecodeError):
+    except (OSError, json.JSONDecodeError) as e:
+        click.echo(f"gapscope: {path} could not be read ({e}); writing it anew", err=True)
         old = {}
     old = old if isinstance(old, dict) else {}
     path.write_text(json.dumps(old | record, indent=2) + "\n")
@@ -480,9 +482,13 @@ def profile(ctx, step_pattern, step_functions, check_pattern, capture_range, del
 
     if not rep.exists():
         raise ProfileError(no_capture_message(run, capture_range, nsys.version))
-    with open(log, "a") as f:
-        exported = subprocess.run(export_command(nsys.path, rep, sqlite), stdout=f,
-                                  stderr=subprocess.STDOUT)
+    try:
+        with open(log, "a") as f:
+            exported = subprocess.run(export_command(nsys.path, rep, sqlite), stdout=f,
+                                      stderr=subprocess.STDOUT, timeout=EXPORT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ProfileError(f"nsys export of {rep} took over {EXPORT_TIMEOUT_S} s; the .nsys-rep "
+                           f"is kept: `nsys export --type sqlite -o {sqlite} {rep}`") from None
     if exported.returncode != 0 or not sqlite.exists():
         raise ProfileError(
             f"nsys {nsys.version} could not export {rep} to SQLite (exit {exported.returncode}): "

@@ -6,7 +6,6 @@ Numbers stay in ns until here; this module converts them for people (µs, ms, %)
 import json
 import math
 import os
-import tempfile
 import textwrap
 
 import numpy as np
@@ -77,42 +76,6 @@ def analysis_dict(a, frames: bool = False) -> dict:
     }
 
 
-# Tables of more rows than this are written by two processes (in_two_processes).
-FORK_ROWS = 200_000
-
-
-def in_two_processes(piece, items, fork: bool = True):
-    """piece(item) for each item, in order: the first half here, the second half meanwhile in
-    a forked child into an unlinked scratch file, read back after (a million gaps' JSON or CSV
-    text takes a second of one core; the machine has two). Without `fork`, all here."""
-    items = list(items)
-    if not fork or len(items) < 2 or not hasattr(os, "fork"):
-        yield from map(piece, items)
-        return
-    half = (len(items) + 1) // 2
-    with tempfile.TemporaryFile() as scratch:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                with open(scratch.fileno(), "w", encoding="utf-8", closefd=False) as out:
-                    for item in items[half:]:
-                        out.write(piece(item))
-                code = 0
-            finally:
-                os._exit(code)
-        try:
-            yield from map(piece, items[:half])
-        finally:
-            _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise OSError("the forked writer of the second half failed")
-        scratch.seek(0)
-        with open(scratch.fileno(), encoding="utf-8", closefd=False) as back:
-            while text := back.read(1 << 24):
-                yield text
-
-
 def _json_chunks(value, indent: str, depth: int):
     """JSON text in pieces: objects one key a line down to the columns, each column one line,
     written by pandas' C encoder (a million values in a tenth of a second; `json.dumps` with
@@ -127,8 +90,7 @@ def _json_chunks(value, indent: str, depth: int):
                     + (",\n" if i < last else "\n"))
 
         yield "{\n"
-        yield from in_two_processes(column, range(len(value.columns)),
-                                    len(value) >= FORK_ROWS)
+        yield from map(column, range(len(value.columns)))
         yield indent + "}"
     elif isinstance(value, dict) and depth < 3 and value:
         yield "{\n"
@@ -217,7 +179,7 @@ def csv_chunks(analyses: list, table: str = "steps"):
         cells = [_csv_cells(chunk[c]) for c in chunk.columns]
         return "\n".join(map(",".join, zip(*cells, strict=True))) + "\n"
 
-    yield from in_two_processes(rows, range(0, len(out), CSV_CHUNK_ROWS), len(out) >= FORK_ROWS)
+    yield from map(rows, range(0, len(out), CSV_CHUNK_ROWS))
 
 
 def to_csv(analyses: list, table: str = "steps") -> str:

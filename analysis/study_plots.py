@@ -1,19 +1,18 @@
 """A study's figures (RESULTS.md): the ladder's bars, the scaling and batch sweeps, idle by
-cause per capture, per-kernel time. matplotlib with the Agg backend; no display needed."""
+cause per capture, per-kernel time. Each on an Agg canvas of its own (plots.new_figure): no
+display needed, no backend chosen at import."""
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from analysis.study_benches import numbered  # noqa: E402
+from analysis.plots import new_figure
+from analysis.study_benches import numbered
 
 
 def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel: str, title: str):
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.2))
+    fig = new_figure(figsize=(8, 0.45 * len(labels) + 1.2))
+    ax = fig.subplots()
     err = [
         [v - a for v, a in zip(values, lo, strict=True)],
         [b - v for v, b in zip(values, hi, strict=True)],
@@ -26,11 +25,11 @@ def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_scale(path: Path, b: dict):
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.subplots()
     scale = numbered(b, "scale")
     for v, color in (("naive", "#d62728"), ("kv", "#2ca02c")):
         ax.plot(
@@ -46,13 +45,13 @@ def plot_scale(path: Path, b: dict):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_batch(path: Path, b: dict):
     batch = numbered(b, "batch")
     xs = list(batch)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = new_figure(figsize=(7, 4))
+    ax = fig.subplots()
     for v, color in (("compiled", "#1f77b4"), ("pipelined+compile", "#ff7f0e")):
         med = [df.loc[v, "ms_per_step_median"] for df in batch.values()]
         lo = [m - df.loc[v, "ms_per_step_p10"] for m, df in zip(med, batch.values(), strict=True)]
@@ -65,7 +64,6 @@ def plot_batch(path: Path, b: dict):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_idle(path: Path, analyses: dict):
@@ -77,7 +75,8 @@ def plot_idle(path: Path, analyses: dict):
         for c in ("sync", "host", "queued"):
             parts[c].append(s["idle_ns_by_cause"][c] / s["steps"] / 1e6)
     colors = {"busy": "#2ca02c", "sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd"}
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.5))
+    fig = new_figure(figsize=(8, 0.45 * len(names) + 1.5))
+    ax = fig.subplots()
     left = [0.0] * len(names)
     for part, values in parts.items():
         ax.barh(
@@ -94,18 +93,17 @@ def plot_idle(path: Path, analyses: dict):
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_kernels(path: Path, table: pd.DataFrame, title: str):
-    fig, ax = plt.subplots(figsize=(7, 0.4 * len(table) + 1.2))
+    fig = new_figure(figsize=(7, 0.4 * len(table) + 1.2))
+    ax = fig.subplots()
     ax.barh(table["class"], table["µs/step"].astype(float), color="#1f77b4")
     ax.invert_yaxis()
     ax.set_xlabel("µs per step on the GPU")
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_family(path: Path, by_batch: dict, title: str):
@@ -113,7 +111,8 @@ def plot_family(path: Path, by_batch: dict, title: str):
     from analysis.study_benches import LADDER
 
     names = [v for v in LADDER if any(v in b.index for b in by_batch.values())]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(names) * len(by_batch) / 2 + 1.6))
+    fig = new_figure(figsize=(8, 0.5 * len(names) * len(by_batch) / 2 + 1.6))
+    ax = fig.subplots()
     height = 0.8 / max(len(by_batch), 1)
     for k, (batch, b) in enumerate(by_batch.items()):
         rows = [b.loc[v] if v in b.index else None for v in names]
@@ -130,4 +129,3 @@ def plot_family(path: Path, by_batch: dict, title: str):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

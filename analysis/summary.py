@@ -7,7 +7,7 @@ import pandas as pd
 
 from analysis.errors import TraceError
 from analysis.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
-from analysis.gpu_metrics import add_step_metrics
+from analysis.gpu_metrics import with_step_metrics
 from analysis.intervals import Coverage
 from analysis.steps import (
     DEFAULT_CHECK_PATTERN,
@@ -97,14 +97,14 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
     gaps = split_gaps(find_gaps(ops, window), trace.blocking)
     position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
-    _add_idle_by_step(table, gaps, position)
+    table = with_idle_by_step(table, gaps, position)
     gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
                         cover, ops, origin)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
-    summary["gpu_metrics"] = add_step_metrics(
+    table, summary["gpu_metrics"] = with_step_metrics(
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
@@ -145,12 +145,13 @@ def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
     return pd.DataFrame(out, copy=False)
 
 
-def _add_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> None:
-    """The gaps inside each step's period (`position`: the table row of each gap), by ledger
-    part: with the busy time, they fill the period."""
-    for part in LEDGER:
-        per = pd.Series(gaps[part]).groupby(position).sum()
-        table[f"idle_{part}"] = per.reindex(range(len(table)), fill_value=0).to_numpy()
+def with_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> pd.DataFrame:
+    """The table with the gaps inside each step's period (`position`: the table row of each gap),
+    by ledger part, as idle_* columns: with the busy time, they fill the period."""
+    return table.assign(**{
+        f"idle_{part}": pd.Series(gaps[part]).groupby(position).sum()
+        .reindex(range(len(table)), fill_value=0).to_numpy()
+        for part in LEDGER})
 
 
 def _check(ok: bool, what: str) -> None:
@@ -235,8 +236,8 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
     for device in devices:
         table = host_steps(steps)
         window = (int(table["cpu_start"].min()), int(table["cpu_end"].max()))
-        metrics = add_step_metrics(table, trace.gpu_metrics, device, "cpu_start", "cpu_end",
-                                   window, _peak(trace, device), "nvtx range")
+        table, metrics = with_step_metrics(table, trace.gpu_metrics, device, "cpu_start",
+                                           "cpu_end", window, _peak(trace, device), "nvtx range")
         if metrics is None:
             raise TraceError(
                 f"{trace.path}: device {device} sampled none of the GPU metrics gapscope reads "

@@ -1,10 +1,9 @@
 """Many runs at once: directories of run directories expanded, runs analysed in parallel
-processes (one per core), progress on stderr."""
+threads (one per core), progress on stderr."""
 
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from analysis import api
@@ -80,24 +79,30 @@ def _workers(count: int) -> int:
 
 def analyse_all(args: list, options: Options | list, progress: bool = False,
                 metrics_only_ok: bool = False, blocking: bool = False) -> list:
-    """analyse_one of each argument, in order; in parallel processes where there are several
-    runs and cores (forked on Linux: no re-import). `options`: one for all, or one each."""
+    """analyse_one of each argument, in order; in threads where there are several runs and
+    cores. Threads, not processes: safe where a notebook or any threaded program calls this,
+    nothing to copy back, and SQLite's reading and numpy's whole-column work release the GIL,
+    so runs overlap (ANALYSIS.md, Robustness). `options`: one for all, or one each."""
     each = options if isinstance(options, list) else [options] * len(args)
     workers = _workers(len(args))
-    if workers == 1 or not sys.platform.startswith("linux"):
-        results = []
+    results = []
+    if workers == 1:
         for i, (arg, own) in enumerate(zip(args, each, strict=True)):
             results.append(analyse_one(arg, own, metrics_only_ok, blocking))
             _report(progress, i + 1, len(args), arg)
         return results
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ThreadPoolExecutor(workers, thread_name_prefix="gapscope-run") as pool:
         futures = [pool.submit(analyse_one, arg, own, metrics_only_ok, blocking)
                    for arg, own in zip(args, each, strict=True)]
-        results = []
-        for i, (arg, future) in enumerate(zip(args, futures, strict=True)):
-            results.append(future.result())
-            _report(progress, i + 1, len(args), arg)
-        return results
+        try:
+            for i, (arg, future) in enumerate(zip(args, futures, strict=True)):
+                results.append(future.result())
+                _report(progress, i + 1, len(args), arg)
+        except BaseException:
+            for future in futures:  # a bad run ends the sweep: the runs not started are not
+                future.cancel()
+            raise
+    return results
 
 
 def _report(progress: bool, done: int, total: int, arg: str) -> None:

@@ -75,7 +75,11 @@ def check_gpu() -> dict:
     smi = shutil.which("nvidia-smi")
     if smi:
         query = [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]
-        out = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        try:
+            out = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return check("FAIL", "gpu", "nvidia-smi took over 60 s",
+                         "fix the NVIDIA driver install (nvidia-smi must answer)")
         if out.returncode == 0 and out.stdout.strip():
             gpus = [line.split(", ") for line in out.stdout.strip().splitlines()]
             names = ", ".join(name for name, _ in gpus)
@@ -184,12 +188,16 @@ def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
                 f"nsys wrote no capture (exit {ran.returncode}): {said[0]}",
                 "run `nsys profile` by hand on a CUDA program to see why",
             )
-        exported = subprocess.run(
-            [nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
-            capture_output=True,
-            text=True,
-            timeout=CAPTURE_TIMEOUT_S,
-        )
+        try:
+            exported = subprocess.run(
+                [nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
+                capture_output=True,
+                text=True,
+                timeout=CAPTURE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            return check("FAIL", "capture", f"nsys export took over {CAPTURE_TIMEOUT_S} s",
+                         "run `nsys export --type sqlite` by hand on a short capture")
         if exported.returncode != 0 or not db.exists():
             return check(
                 "FAIL",
@@ -220,8 +228,12 @@ def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
     does not need them."""
     if nsys is None:
         return check("WARN", "metrics", "not tried: it needs nsys", "fix the nsys line above")
-    listed = subprocess.run([nsys, "profile", "--gpu-metrics-devices=help"], capture_output=True,
-                            text=True, timeout=60)
+    try:
+        listed = subprocess.run([nsys, "profile", "--gpu-metrics-devices=help"],
+                                capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return check("WARN", "metrics", "`nsys profile --gpu-metrics-devices=help` took over 60 s",
+                     "run it by hand to see why")
     said = (listed.stdout + listed.stderr).strip()
     if DENIED.search(said):
         return check("WARN", "metrics", "nsys may not read the GPU's performance counters "
@@ -234,7 +246,11 @@ def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
                      "`nsys profile --gpu-metrics-devices=help`")
     if not (capture and gpu_ok):
         return check("OK", "metrics", f"nsys can sample GPU metrics on GPU {', '.join(devices)}")
-    return _metrics_capture(nsys)
+    try:
+        return _metrics_capture(nsys)
+    except subprocess.TimeoutExpired as e:
+        return check("WARN", "metrics", f"`nsys {e.cmd[1]}` of the metrics probe took over "
+                     f"{CAPTURE_TIMEOUT_S} s", "run `profile.sh --metrics` by hand to see why")
 
 
 def _metrics_capture(nsys: str) -> dict:

@@ -1,4 +1,4 @@
-"""The fast writers (CSV, JSON, --db, report plots) give what the plain ones give, forked or not."""
+"""The fast writers (CSV, JSON, --db) give what the plain ones give; report's plot errors."""
 
 import sqlite3
 import tempfile
@@ -49,36 +49,14 @@ def test_a_table_with_nullable_or_float_columns_goes_through_pandas():
 
 
 @pytest.mark.parametrize("table", report.TABLES)
-def test_csv_of_a_real_capture_is_pandas_to_csv_forked_or_not(monkeypatch, table):
+def test_csv_of_a_real_capture_is_pandas_to_csv_in_chunks_or_not(monkeypatch, table):
     _, _, analyses = load_and_analyse(STATIC)
     expected = pd.concat([getattr(a, table).assign(device=a.device) for a in analyses],
                          ignore_index=True).to_csv(index=False)
     assert report.to_csv(analyses, table) == expected
-    # Forked, in chunks of 7 rows: the child's half comes back after the parent's, in order.
-    monkeypatch.setattr(report, "FORK_ROWS", 0)
+    # In chunks of 7 rows: joined back in order.
     monkeypatch.setattr(report, "CSV_CHUNK_ROWS", 7)
     assert report.to_csv(analyses, table) == expected
-
-
-def test_json_forked_is_the_same_text(monkeypatch):
-    _, _, analyses = load_and_analyse(STATIC)
-    plain = report.to_json(analyses)
-    monkeypatch.setattr(report, "FORK_ROWS", 0)
-    assert report.to_json(analyses) == plain
-
-
-def test_two_processes_keep_the_order_and_say_when_the_child_fails():
-    items = range(9)
-    assert list(report.in_two_processes(lambda i: f"{i}.", items)) == [
-        "0.", "1.", "2.", "3.", "4.", "5.6.7.8."]
-
-    def fails_late(i):
-        if i == 8:
-            raise ValueError("boom")
-        return str(i)
-
-    with pytest.raises(OSError, match="forked writer"):
-        list(report.in_two_processes(fails_late, items))
 
 
 def dump(path) -> dict:
@@ -165,7 +143,7 @@ def test_scratch_files_carry_text_with_gaps_and_leave_nothing_behind(monkeypatch
     assert [r[7] for r in dumps[1]["gaps"]] == [5, -(2**63), 2**63 - 1, 0]
 
 
-def test_report_plot_errors_from_the_drawing_child_are_one_line(tmp_path):
+def test_report_plot_errors_are_one_line(tmp_path):
     out = tmp_path / "out"
     (out / "h200-eager-static-bs16-device0.png").mkdir(parents=True)  # a PNG cannot go there
     result = CliRunner().invoke(main, ["report", str(STATIC), "-o", str(out)])

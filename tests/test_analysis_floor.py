@@ -3,6 +3,7 @@ against each step's GPU period and the untraced step time."""
 
 import json
 
+import golden
 from click.testing import CliRunner
 from synth import causes_trace
 
@@ -37,7 +38,7 @@ def test_floor_per_step_and_the_share_reached(tmp_path):
            in text
     assert f["floor_pct_of_untraced_period"] is None  # no untraced twin in this run
     md = CliRunner().invoke(main, ["analyze", d, "--format", "md"])
-    assert "| % of floor (GPU period) | 50.0% |" in md.output
+    assert golden.row(md.output, "% of floor (GPU period)") == [50.0]
 
 
 def test_no_floor_without_the_harness_bytes(tmp_path):

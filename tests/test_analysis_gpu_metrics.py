@@ -4,6 +4,7 @@ a CUDA trace, and the real H200 metrics capture."""
 import json
 from pathlib import Path
 
+import golden
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -11,7 +12,7 @@ from synth import SM, causes_trace, metrics_only_trace
 
 from analysis.cli import main
 from analysis.gpu_metrics import Series
-from analysis.plots import plot_analysis
+from analysis.plots import analysis_figure, plot_analysis
 from analysis.readers import load_trace
 from analysis.summary import analyze, analyze_metrics
 
@@ -63,9 +64,26 @@ def test_analyze_picks_the_metrics_only_analysis_and_says_so(tmp_path):
     out = json.loads(run("analyze", path, "--format", "json").output)
     assert set(out) == {"summary", "steps"}
     assert out["steps"]["sm_active_pct"][0] == 30  # columnar
-    assert run("analyze", path, "--format", "md").exit_code == 0
+    md = run("analyze", path, "--format", "md")
+    assert md.exit_code == 0, md.output
+    # The window's time-weighted means (write: (50 x 2 + 100 x 4 + 100 x 6) / 250 = 4.4%, of
+    # 4800 GB/s), then per step (GR active in step 2: (50 x 100 + 100 x 80) / 150).
+    assert [golden.row(md.output, k) for k in ("gr_active %", "sm_active %", "tensor_active %",
+                                                "dram_write %", "dram_write GB/s", "samples")] == [
+        [92], [58], [None], [4.4], [211.2], [3]]
+    # Each step in the host table (µs), then in the metrics table.
+    assert golden.rows(md.output, "1") == [[0.1], [100, 30, None, 20, 3, 960]]
+    assert golden.rows(md.output, "2") == [[0.1], [86.7, 76.7, None, 20, 5.3, 960]]
     png = tmp_path / "m.png"
-    assert run("analyze", path, "--plot", png).exit_code == 0 and png.stat().st_size > 0
+    assert run("analyze", path, "--plot", png).exit_code == 0
+    assert golden.png_size(png) == (1430, 495)  # the metrics panel alone, 13 x 4.5 in at 110 dpi
+    # Its lines: the per-step metrics above, in % of peak.
+    (ax,) = analysis_figure(analyze_metrics(load_trace(path))[0], "m").axes
+    lines = {line.get_label(): line.get_ydata().tolist() for line in ax.get_lines()}
+    assert list(lines) == ["SMs active", "DRAM read", "DRAM write"]
+    np.testing.assert_allclose(lines["SMs active"], [30.0, 11500 / 150])
+    np.testing.assert_allclose(lines["DRAM read"], [20.0, 20.0])
+    np.testing.assert_allclose(lines["DRAM write"], [3.0, (50 * 4 + 100 * 6) / 150])
     # compare shows it in the hardware table (tests/test_hardware_compare.py); so does report,
     # with its per-step metrics and figure, and no gap comparison (it has no gaps).
     reported = run("report", path, "-o", tmp_path / "r")
@@ -93,8 +111,14 @@ def test_metrics_with_a_cuda_trace_average_over_each_steps_gpu_span(tmp_path):
     assert m["dram_peak_source"] == "TARGET_INFO_GPU.memoryBandwidth"
     assert m["interval"] == "gpu span"
     assert a.summary["idle_ns"] == 130 - 53  # the gap analysis is unchanged (k5 too is busy)
-    plot_analysis(a, "with metrics", tmp_path / "c.png")  # the companion panel under the bars
-    assert (tmp_path / "c.png").stat().st_size > 0
+    # The companion panel under the bars: a fifth axes (overview, zoom, bars, histogram, then
+    # it), SMs active per step (no DRAM series).
+    fig = analysis_figure(a, "with metrics")
+    assert len(fig.axes) == 5
+    (line,) = fig.axes[4].get_lines()
+    np.testing.assert_allclose(line.get_ydata(), [40.0, 5300 / 55])
+    plot_analysis(a, "with metrics", tmp_path / "c.png")
+    assert golden.png_size(tmp_path / "c.png") == (1430, 1584)  # 13 x 14.4 in: four rows
 
 
 def test_a_trace_without_metrics_has_none(data_dir):

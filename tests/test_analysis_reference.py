@@ -86,9 +86,9 @@ def test_ops_per_step_equal_nsys_projection(reference):
     assert (merged["cpu_ns"] == merged["Orig Duration (ns)"]).all()
 
 
-def test_reading_ops_in_a_forked_process_gives_the_same_trace():
+def test_reading_ops_in_a_second_thread_gives_the_same_trace():
     path = DATA_DIR / "h200-eager-pipelined-seed-bs16.sqlite"
     serial = load_trace(path)
-    forked = load_trace(path, parallel_min_ops=0)
-    pd.testing.assert_frame_equal(serial.ops, forked.ops)
+    threaded = load_trace(path, parallel_min_ops=0)
+    pd.testing.assert_frame_equal(serial.ops, threaded.ops)
     assert len(serial.ops) == 7840 and (serial.ops["call_start"] >= 0).all()

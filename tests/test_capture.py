@@ -85,10 +85,22 @@ def test_no_nsys_message_matches_lib_sh(tmp_path, monkeypatch):
     assert f"gapscope: error: {e.value}" == shell.stderr.strip().splitlines()[-1]
 
 
-def test_the_capture_check_counts_the_ranges_the_reader_reads():
-    from analysis.readers import nsys
+def test_the_capture_check_counts_the_ranges_the_reader_reads(tmp_path):
+    from synth import Synth
 
-    assert capture.RANGE_EVENT_TYPES == nsys.RANGE_EVENT_TYPES
+    from analysis.readers import load_trace
+
+    t = Synth()
+    # The four range types, registered or not; then a mark (34) and a range left open.
+    for i, (kind, registered) in enumerate(((59, True), (60, True), (70, False), (71, False))):
+        t.range(f"Step {i}", 10 * i, 10 * i + 5, registered=registered, event_type=kind)
+    t.range("Step 8", 80, 80, event_type=34)
+    t.range("Step 9", 90, None)
+    t.launch(1, 2, 3, 4)
+    path = t.write(tmp_path / "ranges.sqlite")
+    c = capture.capture_contents(path, r"^Step (\d+)$")
+    assert (c.steps, c.ranges, c.names) == (4, 4, ["Step 0", "Step 1", "Step 2", "Step 3"])
+    assert sorted(load_trace(path).ranges["name"]) == c.names
 
 
 def test_a_graph_level_capture_counts_its_graph_executions_as_kernels():

@@ -36,8 +36,12 @@ def test_a_static_cache_reads_all_its_slots_and_graphed_pads_them():
 def test_floor_is_bytes_over_the_copy_rate():
     shape = model_shape(gqa_config(), dtype_bytes=2, weight_bytes=1_000_000)
     f = floor(shape, "fused", 1, 10, [0], copy_bytes_per_s=1e9, ms_per_step=4.0)
-    assert f["floor_ms_per_step"] == pytest.approx(f["bytes_per_step"]["total"] / 1e6)
-    assert f["floor_pct"] == pytest.approx(25 * f["floor_ms_per_step"])
+    # One row at pos 0: 1,000,000 of weights, one slot read and one written (512 bytes each:
+    # K and V x 4 layers x 2 KV heads x 16 dims x 2 bytes), 2 x (4 x 1344 + 1128) of activations.
+    assert f["bytes_per_step"]["total"] == 1_000_000 + 512 + 512 + 13_008
+    # 1,014,032 bytes at 1 GB/s is 1.014032 ms, 25.3508% of a 4 ms step.
+    assert f["floor_ms_per_step"] == pytest.approx(1.014032)
+    assert f["floor_pct"] == pytest.approx(25.3508)
     assert f["kv_slots_read"] == "0..pos" and f["positions"] == [0, 0]
 
 

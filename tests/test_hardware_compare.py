@@ -3,6 +3,7 @@ get the hardware table only, traced ones both tables; values worked out by hand.
 
 import json
 
+import golden
 from click.testing import CliRunner
 from synth import metrics_only_trace
 
@@ -53,7 +54,7 @@ def test_metrics_only_runs_compare_in_the_hardware_table(tmp_path):
     assert lines[4].startswith("graphed     2       0.000    0.50x    0.000    25.0")
     assert max(map(len, lines)) <= 100
     md = CliRunner().invoke(main, ["compare", str(a), str(b), "--format", "md"]).output
-    assert "| graphed | 2 | 0.000 | 0.50x | 0.000 | 25.0 | 58.0 | 20.0 | 960 | 92.0 | – |" in md
+    assert golden.row(md, "graphed") == [2, 0, 0.5, 0, 25, 58, 20, 960, 92, None]
 
 
 def test_a_traced_run_and_a_metrics_run_each_go_where_they_can(tmp_path, data_dir):
@@ -93,7 +94,26 @@ def test_the_hardware_plot(tmp_path, data_dir):
     a, b = metrics_run(tmp_path, "fused", 180), metrics_run(tmp_path, "graphed", 260)
     png = tmp_path / "hw.png"
     out = CliRunner().invoke(main, ["compare", str(a), str(b), "--hardware-plot", str(png)])
-    assert out.exit_code == 0 and png.stat().st_size > 10_000
+    assert out.exit_code == 0, out.output
+    assert golden.png_size(png) == (1210, 286)  # 11 x (0.5 x 2 runs + 1.6) in at 110 dpi
     traced = data_dir / "h200-eager-static-bs16.sqlite"
     none = CliRunner().invoke(main, ["compare", str(traced), "--hardware-plot", str(png)])
     assert none.exit_code == 2 and "none of these runs sampled GPU metrics" in none.output
+
+
+def test_the_hardware_figure_draws_each_run_a_row_of_bars():
+    import pandas as pd
+
+    from analysis.plots import hardware_figure
+
+    table = pd.DataFrame({
+        "config_label": [None, "b-config"], "label": ["a", "b"],
+        "untraced_ms_per_step": [2.0, None], "floor_ms_per_step": [1.0, 0.5],
+        "sm_active_pct": [50.0, 60.0], "dram_read_pct": [20.0, 30.0], "floor_pct": [50.0, None]})
+    left, right = hardware_figure(table).axes
+    widths = [[bar.get_width() for bar in bars] for bars in left.containers + right.containers]
+    # untraced step, floor | SMs active, DRAM read, % of floor; a value not known is no bar.
+    assert widths == [[2.0, 0], [1.0, 0.5], [50, 60], [20, 30], [50, 0]]
+    # A run's config label where it has one, its label otherwise; the first run on top.
+    assert [t.get_text() for t in left.get_yticklabels()] == ["a", "b-config"]
+    assert left.yaxis_inverted()

@@ -1,11 +1,8 @@
 """--tp 2 on the CPU (gloo, two ranks under torchrun): tokens identical to --tp 1 for the tiny
-GPT-2 and llama, static and deferred; the stop flag agreed; the options --tp refuses."""
+GPT-2 and llama, static and deferred; the stop flag agreed; the options --tp refuses. The one
+torchrun is conftest's tp2 fixture."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,16 +11,6 @@ from harness.config import ConfigError, RunConfig, validate
 from harness.instrument import no_window
 from harness.run import load_model, make_decoder, tokens_sha256
 
-ROOT = Path(__file__).resolve().parent.parent
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-            "--standalone"]
-
-
-def torchrun(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([*TORCHRUN, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
-
 
 def tp1_sha(name: str, variant: str, **kw) -> str:
     cfg = validate(RunConfig(variant=variant, model=name, device="cpu", matmul_precision="highest",
@@ -31,11 +18,8 @@ def tp1_sha(name: str, variant: str, **kw) -> str:
     return tokens_sha256(make_decoder(load_model(cfg), cfg)(no_window())["tokens"])
 
 
-def test_tp2_decodes_the_tokens_of_tp1_and_agrees_on_the_flag(tmp_path):
-    out = tmp_path / "seen.json"
-    done = torchrun(str(ROOT / "tests" / "tp_worker.py"), str(out))
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(out.read_text())
+def test_tp2_decodes_the_tokens_of_tp1_and_agrees_on_the_flag(tp2):
+    seen = dict(tp2[1])
     assert seen.pop("agree") == [False, False]
     assert len(seen) == 4
     for case, shas in seen.items():
@@ -43,13 +27,10 @@ def test_tp2_decodes_the_tokens_of_tp1_and_agrees_on_the_flag(tmp_path):
         assert shas == [tp1_sha(name, variant)] * 2, case
 
 
-def test_torchrun_harness_run_tp2_writes_one_run_json(tmp_path):
-    opts = ["--model", "tiny", "--batch", "3", "--new-tokens", "12", "--device", "cpu",
-            "--matmul-precision", "highest", "--out", str(tmp_path)]
-    done = torchrun("-m", "harness", "run", "--variant", "static", "--tp", "2", *opts)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_torchrun_harness_run_tp2_writes_one_run_json(tp2):
+    done, _, run = tp2
     assert done.stdout.count("static: 12 steps run") == 1  # rank 0 prints, rank 1 does not
-    record = json.loads((tmp_path / "run.json").read_text())
+    record = json.loads((run / "run.json").read_text())
     sha = tp1_sha("tiny", "static", batch=3, stop="none")
     assert record["result"]["tokens_sha256"] == sha
     t = record["tp"]

@@ -319,11 +319,11 @@ def test_doctor_installed_works_from_anywhere_and_checks_disk_under_dot_traces(i
 
 @pytest.mark.gpu
 def test_profile_captures_the_example_loop_with_a_real_nsys(tmp_path):
-    from test_scripts import real_nsys_env
+    from test_scripts import real_nsys_env, with_root_on_path
 
     env = real_nsys_env(tmp_path)
     # Extended, not replaced: on the H200 the carried wheels (nvtx) are on PYTHONPATH.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = with_root_on_path(env)
     example = [PY, str(ROOT / "examples" / "hf_decode.py"), "--size", "tiny", "--timeline"]
     result = subprocess.run([PY, "-m", "analysis.cli", "profile", "--", *example], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=600)

@@ -4,6 +4,7 @@ CUDA is faked where the API would touch it (cudaProfilerStart/Stop, synchronize,
 window's edges and the event timeline are checked on a CPU; the real thing runs in test_gpu_*.
 """
 
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -138,13 +139,14 @@ print(seen)
     assert out.stdout.strip() == "['Step 1', 'Check Stop Condition', ')', ')']"
 
 
-def test_the_example_decodes_a_llama_on_the_cpu():
-    """(gpt2 runs under the stand-in nsys in test_profile_command.py.)"""
-    out = subprocess.run([sys.executable, "examples/hf_decode.py", "--device", "cpu", "--size",
-                          "tiny", "--model", "llama", "--batch", "2", "--new-tokens", "4"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("hf_decode: llama (") and ": 4 steps, " in out.stdout
+def test_the_example_decodes_a_llama_on_the_cpu(capsys):
+    """(gpt2 runs under the stand-in nsys in test_profile_command.py, as a program.) Its main(),
+    in this process: torch and transformers are imported already."""
+    example = runpy.run_path(str(ROOT / "examples" / "hf_decode.py"), run_name="hf_decode")
+    assert example["main"](["--device", "cpu", "--size", "tiny", "--model", "llama", "--batch",
+                            "2", "--new-tokens", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hf_decode: llama (") and ": 4 steps, " in out
 
 
 @pytest.mark.gpu

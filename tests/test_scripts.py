@@ -14,9 +14,11 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import tarfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import golden
 import pytest
 from synth import metrics_only_trace
 
@@ -187,9 +189,10 @@ def metrics_export(tmp: Path, samples: bool = True) -> Path:
     return trace.write(tmp / "metrics.sqlite", drop=("CUPTI_ACTIVITY_KIND_RUNTIME",))
 
 
-def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(tmp_path):
+def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(tmp_path,
+                                                                               captured):
     env = make_env(tmp_path, GAPSCOPE_UNTRACED_REPEATS="1",
-                   FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path)))
+                   FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path)), **replayed(captured))
     result = run_script("profile.sh", env, "static", "--metrics=15000", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp_path)
@@ -205,7 +208,7 @@ def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(t
     assert record["untraced"]["variant"] == "static"  # the overhead is measured as for any
     summary = json.loads((run / "summary.json").read_text())["summary"]
     assert summary["cuda_trace"] is False and summary["gpu_metrics"]["sm_active_pct"] == 58
-    assert (run / "metrics.png").stat().st_size > 0
+    assert golden.png_size(run / "metrics.png") == (1430, 495)  # the metrics-only figure
     assert "16 GPU metric samples at 15000 Hz" in last_line(result.stderr)
 
 
@@ -476,8 +479,14 @@ def test_qdstrm_without_nsys_rep_is_kept_with_how_to_import_it(tmp_path):
     assert "Importer error status" in (run / "nsys.log").read_text()
 
 
-def test_no_capture_at_all_names_the_window(tmp_path):
-    env = make_env(tmp_path, FAKE_NSYS_PROFILE="nocapture")
+def replayed(captured) -> dict:
+    """The harness run left out, its run.json (the captured fixture's real one, of CPU_RUN: 8
+    steps) put where it would have written it: for the tests of what the script says after."""
+    return {"FAKE_NSYS_RUN": "0", "FAKE_NSYS_RUN_JSON": str(captured[1] / "run.json")}
+
+
+def test_no_capture_at_all_names_the_window(tmp_path, captured):
+    env = make_env(tmp_path, FAKE_NSYS_PROFILE="nocapture", **replayed(captured))
     result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
@@ -516,9 +525,9 @@ def test_capture_without_kernels_names_the_device(tmp_path):
     )
 
 
-def test_capture_with_neither_steps_nor_kernels_names_the_window(tmp_path):
+def test_capture_with_neither_steps_nor_kernels_names_the_window(tmp_path, captured):
     db = export_without(tmp_path, "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL")
-    env = make_env(tmp_path, FAKE_NSYS_EXPORT_FROM=str(db))
+    env = make_env(tmp_path, FAKE_NSYS_EXPORT_FROM=str(db), **replayed(captured))
     result = run_script("profile.sh", env, "static", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 1
     assert last_line(result.stderr) == (
@@ -577,8 +586,8 @@ def test_export_writes_sqlite_next_to_the_capture_and_never_overwrites(tmp_path)
     )
 
 
-def test_profile_all_goes_past_a_failing_variant_and_reports_it(tmp_path):
-    env = make_env(tmp_path, VARIANTS="static no-such-variant")
+def test_profile_all_goes_past_a_failing_variant_and_reports_it(tmp_path, captured):
+    env = make_env(tmp_path, VARIANTS="static no-such-variant", **replayed(captured))
     result = run_script("profile-all.sh", env, *CPU_RUN, cwd=tmp_path)
     (ok_run,) = [d for d in run_dirs(tmp_path) if d.name.endswith("-static")]
     # The unknown name is refused before a run directory is made.
@@ -681,6 +690,17 @@ def real_nsys_env(tmp: Path) -> dict:
 
 
 GRAPH_KERNELS_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL"
+GRAPH_EXECUTIONS_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+
+
+def count_or_zero(con: sqlite3.Connection, sql: str) -> int:
+    """The count; 0 where nsys created no table (it exports lazily: no rows, no table)."""
+    try:
+        return con.execute(sql).fetchone()[0]
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return 0
 
 
 @pytest.mark.gpu
@@ -701,11 +721,17 @@ def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["static", "graphed"])
-def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant):
+@pytest.mark.parametrize("variant, trace_args, recorded", [
+    ("static", [], "kernels"),
+    # A replayed graph: one GRAPH_TRACE row an execution by default, its kernels when asked.
+    ("graphed", [], "graphs"),
+    ("graphed", ["--cuda-graph-trace", "node"], "graph kernels"),
+])
+def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant, trace_args,
+                                                            recorded):
     env = real_nsys_env(tmp_path) | {"GAPSCOPE_UNTRACED_REPEATS": "1"}
     args = ["--model", "tiny", "--batch", "2", "--new-tokens", "8", "--window", "2:4"]
-    result = run_script("profile.sh", env, variant, *args, cwd=tmp_path)
+    result = run_script("profile.sh", env, variant, *trace_args, *args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp_path)
     with sqlite3.connect(run / "capture.sqlite") as con:
@@ -714,12 +740,13 @@ def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant):
             "LEFT JOIN StringIds AS s ON s.id = e.textId "
             "WHERE coalesce(e.text, s.value) LIKE 'Step %' ORDER BY e.start"
         ).fetchall()
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-        graph_executions = (con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
-                            .fetchone()[0] if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables else 0)
+        graph_kernels = count_or_zero(con, GRAPH_KERNELS_SQL)
+        graph_executions = count_or_zero(con, GRAPH_EXECUTIONS_SQL)
     assert steps == [("Step 3",), ("Step 4",)]
-    # graphed is captured graph by graph by default: one row a graph execution.
-    assert (graph_executions > 0) == (variant == "graphed")
+    # --cuda-graph-trace=node: a replayed graph's kernels are rows of their own, with their node;
+    # =graph (graphed's default): one row a graph execution, and no kernel of a graph.
+    assert (graph_kernels > 0) == (recorded == "graph kernels")
+    assert (graph_executions > 0) == (recorded == "graphs")
     record = json.loads((run / "run.json").read_text())
     version = lib_sh(env, f'nsys_version "{record["nsys"]["path"]}"', cwd=tmp_path).stdout.strip()
     assert record["nsys"]["version"] == version
@@ -763,19 +790,26 @@ def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     rows = (tmp_path / "hv" / "results.md").read_text().splitlines()
     assert rows[0].startswith("| run | steps | untraced ms | vs first | floor ms | % floor |")
-    assert rows[2] == ("| 20261201T000000Z-fused-b32 | 10 | – | – | – | – | 55.4 | 17.9 | 860 | "
-                       "96.0 | 7.2 |")  # no untraced run: no floor, no untraced figure
-    assert (tmp_path / "hv" / "hardware-view.png").stat().st_size > 10_000
-    assert (tmp_path / "hv" / "hardware-view.tgz").stat().st_size > 0
+    # No untraced run: no floor, no untraced figure.
+    assert golden.row("\n".join(rows), "20261201T000000Z-fused-b32") == [
+        10, None, None, None, None, 55.4, 17.9, 860, 96, 7.2]
+    assert golden.png_size(tmp_path / "hv" / "hardware-view.png") == (1210, 231)  # one run
+    with tarfile.open(tmp_path / "hv" / "hardware-view.tgz") as packed:
+        assert sorted(packed.getnames()) == [
+            ".", "./hardware-view.png", "./results.md", "./runs", f"./runs/{run.name}",
+            f"./runs/{run.name}/capture.sqlite", f"./runs/{run.name}/run.json"]
     bad = run_script("hardware-view.sh", env, "everything", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown stage 'everything'" in bad.stderr
 
 
-def test_profile_tp_captures_each_rank_under_torchrun_and_tables_the_ranks(tmp_path):
-    # Two gloo ranks on the CPU, each under its own (stand-in) nsys; each export is the bundled
-    # H200 capture, so the ranks' table has every step and no collective.
-    result = run_script("profile-tp.sh", make_env(tmp_path, OMP_NUM_THREADS="1"), "static", "2",
-                        *CPU_RUN, cwd=tmp_path)
+def test_profile_tp_captures_each_rank_under_torchrun_and_tables_the_ranks(tmp_path, tp2):
+    # Two ranks under torchrun, each under its own (stand-in) nsys; each export is the bundled
+    # H200 capture, so the ranks' table has every step and no collective. The ranks' harness
+    # run is replayed: rank 0's run.json of a real `harness run --tp 2` (conftest's tp2, which
+    # test_harness_tp checks).
+    env = make_env(tmp_path, OMP_NUM_THREADS="1", FAKE_NSYS_RUN="0",
+                   FAKE_NSYS_RUN_JSON=str(tp2[2] / "run.json"))
+    result = run_script("profile-tp.sh", env, "static", "2", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = run_dirs(tmp_path)
     assert run.name.endswith("-static-tp2")

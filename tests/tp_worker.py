@@ -1,6 +1,9 @@
 """Run by tests/test_harness_tp.py under torchrun (2 ranks, gloo): each case decoded with --tp 2
 through the harness' own pieces, and the stop flag's agreement; rank 0 writes what it saw to
-argv[1] as JSON: {"CASE": [sha of rank 0, sha of rank 1], "agree": [flag of rank 0, of rank 1]}."""
+argv[1] as JSON: {"CASE": [sha of rank 0, sha of rank 1], "agree": [flag of rank 0, of rank 1]}.
+Then, with more arguments, `harness run ARGS` in the same ranks (harness.cli.main, what
+`torchrun -m harness run` calls; it joins the process group already set up and closes it): one
+torchrun, each rank importing torch once, for both tests."""
 
 import json
 import sys
@@ -37,8 +40,12 @@ def main(out: str) -> None:
     if tp.rank() == 0:
         with open(out, "w") as f:
             json.dump(seen, f)
-    tp.close()
 
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    if len(sys.argv) > 2:
+        from harness.cli import main as harness_main
+
+        sys.exit(harness_main(["run", *sys.argv[2:]]))
+    tp.close()

@@ -5,9 +5,8 @@ Required tables are checked first, with the nsys option that would have recorded
 """
 
 import itertools
-import multiprocessing
 import sqlite3
-import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -189,29 +188,21 @@ def match_launches(op_pid: np.ndarray, op_corr: np.ndarray, calls: dict) -> np.n
     return np.where(found, order[pos], -1)
 
 
-# From this many ops on, a forked process reads the ops while this one reads their launch calls:
-# SQLite decoding rows is most of the load time, and so it runs on two cores.
+# From this many ops on, a second thread reads the ops while this one reads their launch calls:
+# SQLite decoding rows is most of the load time, and it steps through rows with the GIL released,
+# so the two queries overlap (ANALYSIS.md, Robustness). A thread, not a process: safe in a
+# notebook or any other threaded process, and nothing to copy back.
 PARALLEL_MIN_OPS = 200_000
 OP_COUNT_SQL = "SELECT count(*) FROM {table}"
 
 
 def _query_columns(uri: str, sql: str, columns: list) -> dict:
-    """One query on a read-only connection of its own (what the forked reader runs)."""
+    """One query on a read-only connection of its own (what the second thread runs)."""
     con = sqlite3.connect(uri, uri=True)
     try:
         return _int_columns(con.execute(sql).fetchall(), columns)
     finally:
         con.close()
-
-
-def _fork_pool():
-    """A one-process pool, where forking is safe and allowed (Linux); None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return multiprocessing.get_context("fork").Pool(1)
-    except (OSError, ValueError):
-        return None
 
 
 def _pid_column(con: sqlite3.Connection, table: str) -> str:
@@ -238,15 +229,14 @@ def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
     corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
     launch_sql = LAUNCH_SQL.format(corr=corr_sql)
     count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in rows)
-    pool = _fork_pool() if count >= parallel_min_ops else None
-    if pool is None:
+    if count < parallel_min_ops:
         raw = _int_columns(con.execute(ops_sql).fetchall() if rows else [], OP_COLUMNS)
         calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
     else:
-        with pool:
-            pending = pool.apply_async(_query_columns, (uri, ops_sql, OP_COLUMNS))
+        with ThreadPoolExecutor(1, thread_name_prefix="gapscope-ops") as pool:
+            pending = pool.submit(_query_columns, uri, ops_sql, OP_COLUMNS)
             calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
-            raw = pending.get()
+            raw = pending.result()
     what = raw["what"]
     kind = np.where(what >= 0, KERNEL, -what)
     name_id = np.maximum(what, -1)
