@@ -9,7 +9,7 @@ __all__ = ["analyze_trace"]
 def __getattr__(name: str):
     # Loaded on first use: `import analysis.errors` (the harness does) stays free of pandas.
     if name == "analyze_trace":
-        from analysis.api import analyze_trace
+        from .api import analyze_trace
 
         return analyze_trace
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")

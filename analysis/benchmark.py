@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from analysis.capture import EXPORT_TIMEOUT_S
+from .capture import EXPORT_TIMEOUT_S
 
 DEFAULT_SOURCE = Path(__file__).resolve().parent.parent / "tests/data/h200-eager-static-bs16.sqlite"
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -178,7 +178,7 @@ def main(source, copies, repeat_names, runs, nsys, only, no_steps, write):
         block = measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only,
                         no_steps)
     if write is not None:
-        from analysis.study_publish import put_generated
+        from .study_publish import put_generated
 
         write.write_text(put_generated(write.read_text(), "benchmark", block, BY))
         click.echo(f"gapscope: wrote the table into {write}", err=True)
@@ -223,7 +223,7 @@ def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tup
             f"this run (medians), under a load average of {load[0]:.2f}–{load[1]:.2f} on "
             f"{cores} cores" if ratios else "No nsys in this run, so no ratio")
     tail += f"; the largest peak RSS {max(r[2] for r in rows):.2f} GiB."
-    from analysis.study_text import wrap
+    from .study_text import wrap
 
     return "\n\n".join([wrap(head), "\n".join(lines), wrap(tail)])
 

@@ -9,6 +9,7 @@ the two in step (flags, minimum version, install places, messages).
 import glob
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 from dataclasses import dataclass
@@ -194,3 +195,46 @@ def capture_contents(sqlite: Path, step_pattern: str) -> Contents:
     steps = sum(1 for n in names if pattern.search(n))
     return Contents(steps, len(names), sorted(set(names))[:5], kernels)
 
+
+# The GPU check of `gapscope doctor` and `gapscope profile` (the harness' doctor imports it).
+def check(status: str, name: str, detail: str, fix: str = "", **found) -> dict:
+    return {"status": status, "name": name, "detail": detail, "fix": fix, **found}
+
+
+def check_gpu() -> dict:
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        query = [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]
+        try:
+            out = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return check("FAIL", "gpu", "nvidia-smi took over 60 s",
+                         "fix the NVIDIA driver install (nvidia-smi must answer)")
+        if out.returncode == 0 and out.stdout.strip():
+            gpus = [line.split(", ") for line in out.stdout.strip().splitlines()]
+            names = ", ".join(name for name, _ in gpus)
+            return check("OK", "gpu", f"{names}, driver {gpus[0][1]}")
+        reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        return check(
+            "FAIL",
+            "gpu",
+            f"nvidia-smi failed: {reason[0]}",
+            "fix the NVIDIA driver install (nvidia-smi must list the GPU)",
+        )
+    try:
+        import torch
+    except ImportError:
+        return check(
+            "FAIL",
+            "gpu",
+            "no nvidia-smi, and no torch to ask",
+            "run on a machine with an NVIDIA GPU and its driver",
+        )
+    if torch.cuda.is_available():
+        return check("OK", "gpu", f"{torch.cuda.get_device_name(0)} (nvidia-smi not on PATH)")
+    return check(
+        "FAIL",
+        "gpu",
+        "no nvidia-smi and torch sees no CUDA device",
+        "run on a machine with an NVIDIA GPU and its driver",
+    )

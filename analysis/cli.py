@@ -11,14 +11,14 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from analysis import compare as compare_mod
-from analysis import hardware as hardware_mod
-from analysis import report as report_mod
-from analysis.api import describe, load_and_analyse, run_options
-from analysis.errors import TraceError
-from analysis.runs import unique_labels
-from analysis.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
-from analysis.summary import Options
+from . import compare as compare_mod
+from . import hardware as hardware_mod
+from . import report as report_mod
+from .api import describe, load_and_analyse, run_options
+from .errors import TraceError
+from .runs import unique_labels
+from .steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
+from .summary import Options
 
 
 class GapscopeError(click.ClickException):
@@ -30,6 +30,13 @@ class GapscopeError(click.ClickException):
 # Commands that live outside analysis/, imported only when used: the analysis needs no harness.
 LAZY_COMMANDS = {"doctor": "harness.doctor:doctor", "study": "analysis.study:main",
                  "profile": "analysis.profile:profile"}
+# "gapscope" where installed (gapscope.analysis, gapscope.harness), "" in the source tree.
+ROOT = (__package__ or "analysis").rpartition(".")[0]
+
+
+def qualified(module: str) -> str:
+    """A module of either package by its name in this installation."""
+    return f"{ROOT}.{module}" if ROOT else module
 
 
 def _importable(module: str) -> bool:
@@ -66,16 +73,20 @@ class Group(OneLineErrors, click.Group):
     lazy: dict = {}
 
     def list_commands(self, ctx):
-        lazy = [n for n, target in self.lazy.items() if _importable(target.split(":")[0])]
+        lazy = [n for n, target in self.lazy.items()
+                if _importable(qualified(target.split(":")[0]))]
         return sorted([*super().list_commands(ctx), *lazy])
 
     def get_command(self, ctx, name):
         if name in self.lazy:
             module, attr = self.lazy[name].split(":")
+            module = qualified(module)
+            if not _importable(module):
+                return None  # not installed (the analysis alone): no such command
             try:
                 return getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                return None
+            except ImportError as e:  # installed but broken: say why, not "no such command"
+                raise GapscopeError(f"gapscope {name}: {module} cannot be imported: {e}") from None
         return super().get_command(ctx, name)
 
 
@@ -147,7 +158,7 @@ def perfetto_option(f):
 
 def _write_perfetto(path: Path, runs: list) -> None:
     """runs: (label, analyses, the trace's strings, its blocking calls) each."""
-    from analysis.perfetto import write_chrome_trace
+    from .perfetto import write_chrome_trace
 
     if not any(hardware_mod.is_traced(a) for _, analyses, _, _ in runs for a in analyses):
         raise GapscopeError("--perfetto: a capture of GPU metrics alone has no timeline to "
@@ -159,7 +170,7 @@ def _write_perfetto(path: Path, runs: list) -> None:
 
 def store_runs(db_path, labelled: list) -> None:
     """(label, run, analyses) into the database at db_path."""
-    from analysis import db as db_mod
+    from . import db as db_mod
 
     try:
         db = db_mod.open_db(db_path)
@@ -230,7 +241,7 @@ def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_patt
     else:
         click.echo(report_mod.to_text(run.label, analyses, schema))
     if plot:
-        from analysis.plots import plot_analysis
+        from .plots import plot_analysis
 
         for a in analyses:
             path = Path(plot) if len(analyses) == 1 else _device_path(Path(plot), a.device)
@@ -259,9 +270,9 @@ def ranges(trace, step_pattern, shapes):
         gapscope ranges my.sqlite --shapes
         gapscope ranges my.sqlite --steps '^decode (\\d+)$'
     """
-    from analysis.readers import load_trace
-    from analysis.runs import resolve_run
-    from analysis.steps import PROFILER_STEP_PATTERN, compile_pattern
+    from .readers import load_trace
+    from .runs import resolve_run
+    from .steps import PROFILER_STEP_PATTERN, compile_pattern
 
     try:
         run = resolve_run(trace)
@@ -315,7 +326,7 @@ def _compare_inputs(traces: tuple, options: Options, metrics_only_ok: bool = Fal
     """(runs, labels, each run's first analysis, (run, analyses) pairs, and where `timelines`
     each run's (strings, blocking calls) for --perfetto). A TRACE:REGEX argument analyses
     TRACE (every run under it, for a sweep) with its own steps pattern."""
-    from analysis.sweep import PROGRESS_FROM, analyse_all, expand, sweep_labels
+    from .sweep import PROGRESS_FROM, analyse_all, expand, sweep_labels
 
     args, swept, each = [], {}, []
     try:
@@ -389,7 +400,7 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
         if hardware is None or hardware.empty:
             raise GapscopeError("--hardware-plot: none of these runs sampled GPU metrics "
                                 "(profile.sh --metrics makes such a capture)")
-        from analysis.plots import plot_hardware
+        from .plots import plot_hardware
 
         _write(lambda p: plot_hardware(hardware, p), Path(hardware_plot))
         click.echo(f"gapscope: wrote {hardware_plot}", err=True)
@@ -436,7 +447,7 @@ def _compare_text(table, spread, hardware, fmt: str, wide: bool) -> str:
 
 
 def _stored(db_path, where) -> tuple:
-    from analysis import db as db_mod
+    from . import db as db_mod
 
     if not Path(db_path).is_file():
         raise GapscopeError(f"{db_path}: no such database; write one with --db or `gapscope db "
@@ -530,7 +541,7 @@ def db_add(database, traces, step_pattern, check_pattern, device):
 
 
 def _draw_plots(plots: list) -> None:
-    from analysis.plots import plot_analysis
+    from .plots import plot_analysis
 
     for label, a, path, untraced in plots:
         _write(lambda p, a=a, label=label, u=untraced: plot_analysis(a, label, p, u), path)

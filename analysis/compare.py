@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from analysis.report import by_thread, md_table, sync_note
-from analysis.summary import CAUSES
+from .report import by_thread, md_table, sync_note
+from .summary import CAUSES
 
 BOOTSTRAP_SAMPLES = 2000
 SEED = 20261130

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from analysis.report import column_values, plain
-from analysis.runs import Run
-from analysis.sqlite_image import write_table
+from .report import column_values, plain
+from .runs import Run
+from .sqlite_image import write_table
 
 HASH_CHUNK = 1 << 20
 RUN_KEY = ("run_id", "device")

@@ -11,7 +11,7 @@ same steps, no profiler: the figure to quote), and bench's untraced ms/step (all
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
+from .errors import TraceError
 
 
 def _get(info: dict, *keys):

@@ -9,7 +9,7 @@ import textwrap
 
 import pandas as pd
 
-from analysis.report import md_table
+from .report import md_table
 
 # (column, header, width, format) of the table; None prints as "–".
 COLUMNS = [

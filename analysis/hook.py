@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.readers.untraced import FILE_NAME, FORMAT
+from .readers.untraced import FILE_NAME, FORMAT
 
 # The folder of the hook, beside the analysis as the repository and an install lay them out; it
 # holds nothing but sitecustomize.py, so putting it first on PYTHONPATH hides nothing else.

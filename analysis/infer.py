@@ -22,8 +22,8 @@ Everything is numpy over the launches: sorts, cumulative sums, searchsorted.
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.trace import GRAPH
+from .errors import TraceError
+from .trace import GRAPH
 
 # A step must repeat this often to be inferred (prefill, set-up and one-off work do not).
 MIN_REPEATS = 3

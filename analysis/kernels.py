@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.trace import op_names as trace_op_names
+from .trace import op_names as trace_op_names
 
 # Checked in order; the first pattern that matches a kernel's name gives its class. Names are
 # cuBLAS/cutlass/nvjet for GEMMs (cuBLAS' generic `Kernel2` too), fmha/flash for attention,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.overhead import process_ms, variant_dirs
-from analysis.readers.untraced import read_untraced_steps
-from analysis.twin import untraced_summary
+from .errors import TraceError
+from .overhead import process_ms, variant_dirs
+from .readers.untraced import read_untraced_steps
+from .twin import untraced_summary
 
 # (sync every step, the sync hidden): their untraced difference is what the sync costs.
 SYNC_PAIRS = (("graphed-sync", "graphed"), ("compiled", "pipelined+compile"),
@@ -28,7 +28,7 @@ VARIANT_ORDER = ("static", "deferred", "compiled", "pipelined+compile", "graphed
 def analyse_run(path: Path):
     """The first device's analysis of a run directory, with its twin when it has one (made once
     per process: study_captures.analysed)."""
-    from analysis.study_captures import analysed
+    from .study_captures import analysed
 
     (run, _, analyses, _), = analysed([path])
     return analyses[0], run
@@ -36,7 +36,7 @@ def analyse_run(path: Path):
 
 def sweep(root: Path) -> pd.DataFrame:
     """One row per (batch, variant): bubbles and periods traced at each level and untraced."""
-    from analysis.study_captures import analysed
+    from .study_captures import analysed
 
     captures = [vdir / level for _, vdir in variant_dirs(root) for level in CAPTURE_LEVELS
                 if (vdir / level / "capture.sqlite").is_file()]
@@ -230,7 +230,7 @@ def _kind(variant: str) -> str:
 
 def overhead_findings(rows: list) -> list:
     """What nsys added to a step, per kind of rung and capture level (overhead.table's rows)."""
-    from analysis.study_text import bullet, listing, span
+    from .study_text import bullet, listing, span
 
     spans = []
     for level, kinds in (("node", ("eager", "compiled", "graph-replayed")),
@@ -256,7 +256,7 @@ def overhead_findings(rows: list) -> list:
 
 
 def bubble_findings(table: pd.DataFrame) -> list:
-    from analysis.study_text import bullet, listing, span
+    from .study_text import bullet, listing, span
 
     out = []
     gs = table[table["variant"] == "graphed-sync"]
@@ -296,7 +296,7 @@ def bubble_findings(table: pd.DataFrame) -> list:
 
 
 def sync_cost_findings(table: pd.DataFrame) -> list:
-    from analysis.study_text import BETWEEN_PROCESSES, bullet, listing, verdict
+    from .study_text import BETWEEN_PROCESSES, bullet, listing, verdict
 
     out = []
     found = {(r["variant"], r["batch"]): r for _, r in table.iterrows()}
@@ -342,7 +342,7 @@ def sync_cost_findings(table: pd.DataFrame) -> list:
 
 
 def observer_findings(root: Path, table: pd.DataFrame) -> list:
-    from analysis.overhead import rows as overhead_rows
+    from .overhead import rows as overhead_rows
 
     return [*overhead_findings(overhead_rows(root)), *bubble_findings(table),
             *sync_cost_findings(table)]
@@ -352,7 +352,7 @@ def sweep_notes(root: Path, table: pd.DataFrame) -> list:
     """How the sweep's captures were made (their run.json) and which were not made."""
     import json
 
-    from analysis.study_text import listing
+    from .study_text import listing
 
     out = []
     for _, vdir in variant_dirs(root):

@@ -12,7 +12,7 @@ Colours: the causes keep the colours every figure of the project has given them;
 parts, the twin and the metrics each get one no other quantity has.
 """
 
-from analysis.gaps import CAUSES
+from .gaps import CAUSES
 
 BUSY = "busy"
 BUSY_COLOUR = "#2ca02c"

@@ -24,8 +24,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from analysis.summary import LEDGER
-from analysis.trace import OP_KIND_NAMES, op_names
+from .summary import LEDGER
+from .trace import OP_KIND_NAMES, op_names
 
 # chrome://tracing's reserved colours (catapult's color_scheme.js), nearest to the palette's.
 CAUSE_CNAMES = {"sync": "terrible", "host": "thread_state_iowait", "queued":

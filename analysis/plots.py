@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.palette import (
+from .palette import (
     BUSY_COLOUR,
     CAUSE_COLOURS,
     FLOOR,
@@ -27,13 +27,13 @@ from analysis.palette import (
     UNTRACED,
     UNTRACED_COLOUR,
 )
-from analysis.plots_timeline import (
+from .plots_timeline import (
     draw_overview,
     draw_zoom,
     legend_above,
     zoom_window,
 )
-from analysis.summary import CAUSES
+from .summary import CAUSES
 
 DPI = 110
 

@@ -12,9 +12,9 @@ and the zoom draws the ops around the bubble between two steps, where they are w
 
 import numpy as np
 
-from analysis.intervals import Coverage
-from analysis.palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
-from analysis.summary import CAUSES
+from .intervals import Coverage
+from .palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
+from .summary import CAUSES
 
 TIMELINE_STEPS = 3
 # Pixel columns of the overview (the figure's axes are ~1300 pixels wide at 110 dpi).

@@ -34,22 +34,23 @@ from pathlib import Path
 
 import click
 
-from analysis import hook
-from analysis import step_functions as sf
-from analysis.capture import (
+from . import hook
+from . import step_functions as sf
+from .capture import (
     EXPORT_TIMEOUT_S,
     GRAPH_TRACES,
     RANGES,
     NsysError,
     capture_contents,
     capture_flags,
+    check_gpu,
     export_command,
     find_nsys,
     range_names,
     require_version,
 )
-from analysis.errors import TraceError
-from analysis.steps import (
+from .errors import TraceError
+from .steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
     PROFILER_STEP_PATTERN,
@@ -143,8 +144,6 @@ def write_json(path: Path, record: dict) -> None:
 def check_gpu_for(cmd: tuple) -> None:
     if wants_cpu(cmd):
         return
-    from harness.doctor import check_gpu
-
     gpu = check_gpu()
     if gpu["status"] != "OK":
         raise ProfileError(f"{gpu['detail']}: profile on a machine with an NVIDIA GPU and driver "
@@ -530,7 +529,7 @@ def profile(ctx, step_pattern, step_functions, check_pattern, capture_range, del
         record["hook"]["twin"] = {"runs": 0, "written": False, "why": why_not}
     write_json(run_json, record | {"captured": held})
 
-    from analysis import cli
+    from . import cli
 
     patterns = {"step_pattern": choice.pattern, "check_pattern": check_pattern, "device": None}
     try:

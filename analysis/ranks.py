@@ -18,8 +18,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.trace import op_names
+from .errors import TraceError
+from .trace import op_names
 
 COLLECTIVE = re.compile(r"nccl|AllReduce")
 

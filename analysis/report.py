@@ -11,10 +11,10 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.palette import LEDGER_WORDS
-from analysis.summary import CAUSES, LEDGER, MetricsAnalysis, median
-from analysis.syncs import UNKNOWN
+from .errors import TraceError
+from .palette import LEDGER_WORDS
+from .summary import CAUSES, LEDGER, MetricsAnalysis, median
+from .syncs import UNKNOWN
 
 
 def plain(value):

@@ -4,8 +4,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.errors import TraceError
-from analysis.readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
+from .errors import TraceError
+from .readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
 # The export gzipped, read as it is (readers.load_gzipped_export), where no plain one is.

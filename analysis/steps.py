@@ -18,9 +18,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.infer import infer_steps
-from analysis.intervals import Coverage, union_ns_by_group
+from .errors import TraceError
+from .infer import infer_steps
+from .intervals import Coverage, union_ns_by_group
 
 DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
 DEFAULT_CHECK_PATTERN = r"^Check Stop Condition$"

@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from analysis.intervals import Coverage, clip, merge, union_ns
+from .intervals import Coverage, clip, merge, union_ns
 
 
 def _stream_segments(ops: pd.DataFrame, window: tuple) -> dict:

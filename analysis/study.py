@@ -14,21 +14,21 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from analysis import observer
-from analysis.cli import Command, GapscopeError, store_runs
-from analysis.errors import TraceError
-from analysis.kernels import kernel_table, op_names, step_row
-from analysis.plots import plot_analysis, plot_bubbles
-from analysis.readers.nsys import read_full_names
-from analysis.study_benches import (
+from . import observer
+from .cli import Command, GapscopeError, store_runs
+from .errors import TraceError
+from .kernels import kernel_table, op_names, step_row
+from .plots import plot_analysis, plot_bubbles
+from .readers.nsys import read_full_names
+from .study_benches import (
     benches,
     model_text,
     processes_tables,
 )
-from analysis.study_captures import capture_rows, md_table
-from analysis.study_family import family_sections
-from analysis.study_plots import plot_idle, plot_kernels
-from analysis.sweep import run_dirs
+from .study_captures import capture_rows, md_table
+from .study_family import family_sections
+from .study_plots import plot_idle, plot_kernels
+from .sweep import run_dirs
 
 # GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
 MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
@@ -157,7 +157,7 @@ OBSERVER_TEXT = (
 def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
     """The part's Markdown: the sentences, then the tables they summarise; the figure into
     `fig` when given."""
-    from analysis.overhead import table as overhead_table
+    from .overhead import table as overhead_table
 
     table = observer.sweep(sweep_dir)
     if not len(table):
@@ -203,16 +203,16 @@ PART_HELP = {
 def part_sections(part: str, study: Path, fig: Path | None) -> list:
     """One part's Markdown blocks (empty when STUDY has nothing for it); its figures into
     `fig` when given."""
-    from analysis.study_aa import aa_sections
-    from analysis.study_hardware import hardware_sections
-    from analysis.study_ladder import ladder_sections
-    from analysis.study_runs import captures_sections
+    from .study_aa import aa_sections
+    from .study_hardware import hardware_sections
+    from .study_ladder import ladder_sections
+    from .study_runs import captures_sections
 
     if part == "observer":
         return observer_sections(study / "observer" if (study / "observer").is_dir()
                                  else study, fig)
     if part == "overview":
-        from analysis.study_publish import overview_sections
+        from .study_publish import overview_sections
 
         return overview_sections(study, fig)
     return {"ladder": ladder_sections, "captures": captures_sections,
@@ -233,7 +233,7 @@ def part_body(part: str, study: Path, out: Path | None) -> list:
 
 
 def part_block(part: str, body: list) -> str:
-    from analysis.study_text import wrap
+    from .study_text import wrap
 
     return "\n\n".join([part_start(part), *map(wrap, body), PART_END])
 
@@ -280,8 +280,8 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
     caps, analyses = capture_rows(found)
     if "ladder" not in b:
         return runs_results(study, out, notes, caps, analyses), analyses
-    from analysis.study_ladder import ladder_sections
-    from analysis.study_runs import capture_findings
+    from .study_ladder import ladder_sections
+    from .study_runs import capture_findings
 
     parts = [
         f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`"

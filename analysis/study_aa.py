@@ -5,9 +5,9 @@ configuration land, the spread any comparison between processes must exceed."""
 import json
 from pathlib import Path
 
-from analysis.study_benches import processes_tables
-from analysis.study_captures import md_table
-from analysis.study_text import BETWEEN_PROCESSES, bullet
+from .study_benches import processes_tables
+from .study_captures import md_table
+from .study_text import BETWEEN_PROCESSES, bullet
 
 AA_TEXT = (
     "Each variant benched against itself in interleaved processes (`python -m harness bench "

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.study_benches import ms
-from analysis.summary import Options
-from analysis.sweep import analyse_all
-from analysis.trace import KERNEL
+from .study_benches import ms
+from .summary import Options
+from .sweep import analyse_all
+from .trace import KERNEL
 
 # path -> (stamp, analyse_one's result): the parts of one `study_publish` run share their
 # captures (several parts read one), each analysed once; a changed file is analysed again.

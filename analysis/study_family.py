@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.study_benches import LADDER, model_text, read_bench
-from analysis.study_captures import capture_rows, kernels_per_step, md_table
-from analysis.study_text import (
+from .study_benches import LADDER, model_text, read_bench
+from .study_captures import capture_rows, kernels_per_step, md_table
+from .study_text import (
     BETWEEN_PROCESSES,
     SAME_PROCESS,
     bullet,
@@ -265,7 +265,7 @@ def family_sections(study: Path, fig: Path | None = None) -> list:
               "† benched in a process of its own (its capture's untraced run), not beside the "
               "others: compare it with them only across the between-process spread."]
     if fig is not None:
-        from analysis.study_plots import plot_family
+        from .study_plots import plot_family
 
         model = json.loads(next(iter(sorted(study.glob("bench-ladder-b*.json")))).read_text())
         plot_family(fig / "family-ladder.png", by_batch,

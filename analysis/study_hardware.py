@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.hardware import hardware_table
-from analysis.study_captures import analysed, is_traced, md_table
-from analysis.study_text import bullet, listing, span
-from analysis.sweep import run_dirs
+from .hardware import hardware_table
+from .study_captures import analysed, is_traced, md_table
+from .study_text import bullet, listing, span
+from .sweep import run_dirs
 
 DTYPE_ORDER = {"fp32": 0, "bf16": 1}
 
@@ -144,7 +144,7 @@ def made_line(root: Path) -> str:
 
 
 def hardware_sections(root: Path, fig: Path | None) -> list:
-    from analysis.plots import plot_hardware
+    from .plots import plot_hardware
 
     t = hardware_rows(root)
     if t.empty:

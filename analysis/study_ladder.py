@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.study_benches import (
+from .study_benches import (
     LADDER_NOTE,
     batch_table,
     benches,
@@ -20,8 +20,8 @@ from analysis.study_benches import (
     numbered,
     scale_table,
 )
-from analysis.study_captures import md_table
-from analysis.study_text import (
+from .study_captures import md_table
+from .study_text import (
     BETWEEN_PROCESSES,
     SAME_PROCESS,
     apart,
@@ -253,7 +253,7 @@ def ladder_header(study: Path, b: dict) -> str:
 
 def ladder_sections(study: Path, fig: Path | None) -> list:
     """The part's Markdown from the study's bench files; figures into `fig` when given."""
-    from analysis.study_plots import plot_bars, plot_batch, plot_scale
+    from .study_plots import plot_bars, plot_batch, plot_scale
 
     b = benches(study)
     if "ladder" not in b:

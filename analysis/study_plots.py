@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.plots import new_figure
-from analysis.study_benches import numbered
+from .plots import new_figure
+from .study_benches import numbered
 
 
 def plot_bars(path: Path, labels: list, values: list, lo: list, hi: list, xlabel: str, title: str):
@@ -108,7 +108,7 @@ def plot_kernels(path: Path, table: pd.DataFrame, title: str):
 
 def plot_family(path: Path, by_batch: dict, title: str):
     """The family part's ladder: ms/step per variant, one bar per batch (p10-p90 whiskers)."""
-    from analysis.study_benches import LADDER
+    from .study_benches import LADDER
 
     names = [v for v in LADDER if any(v in b.index for b in by_batch.values())]
     fig = new_figure(figsize=(8, 0.5 * len(names) * len(by_batch) / 2 + 1.6))

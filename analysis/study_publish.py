@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.study_captures import analysed, is_traced, md_table
-from analysis.study_runs import kind
-from analysis.study_text import BETWEEN_PROCESSES, SAME_PROCESS, listing, pct_span, span, wrap
-from analysis.sweep import run_dirs
+from .study_captures import analysed, is_traced, md_table
+from .study_runs import kind
+from .study_text import BETWEEN_PROCESSES, SAME_PROCESS, listing, pct_span, span, wrap
+from .sweep import run_dirs
 
 # part -> the committed directory it is made from (relative to the repository root).
 SOURCES = {
@@ -166,8 +166,8 @@ def overview_sections(root: Path, fig: Path | None = None) -> list:
 # --- README's findings: the parts' headline figures ---------------------------------------
 
 def readme_findings(root: Path) -> str:
-    from analysis import observer
-    from analysis.study_benches import benches, ladder_rows
+    from . import observer
+    from .study_benches import benches, ladder_rows
 
     t = every_capture(root)
     eager = t[t["kind"] == "GPT-2 eager"]
@@ -234,7 +234,7 @@ How each comparison was made:
 
 
 def sources_table() -> str:
-    from analysis.study import PART_HELP
+    from .study import PART_HELP
 
     return md_table(pd.DataFrame([
         {"part": p, "made from": f"`{d}`" if d != "." else "the repository (every directory "
@@ -244,7 +244,7 @@ def sources_table() -> str:
 
 
 def results_text(root: Path, fig: Path | None) -> str:
-    from analysis.study import part_block, part_sections
+    from .study import part_block, part_sections
 
     blocks = [HEADER, sources_table()]
     for part, source in SOURCES.items():
@@ -269,7 +269,7 @@ def put_generated(text: str, name: str, body: str, by: str = BY) -> str:
 def documents(root: Path, fig: Path | None = None) -> dict:
     """path -> the text it should have: RESULTS.md whole, README's and PROFILING.md's
     generated blocks put into their current text."""
-    from analysis.overhead import table as overhead_table
+    from .overhead import table as overhead_table
 
     readme = (root / README).read_text()
     readme = put_generated(readme, "findings", readme_findings(root))

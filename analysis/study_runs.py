@@ -4,10 +4,10 @@ capture has its untraced twin, and where the GPU time of three of them goes by k
 
 from pathlib import Path
 
-from analysis import observer
-from analysis.study_captures import capture_rows, kernels_per_step, md_table
-from analysis.study_text import BETWEEN_PROCESSES, bullet, listing, pct, pct_span, span
-from analysis.sweep import run_dirs
+from . import observer
+from .study_captures import capture_rows, kernels_per_step, md_table
+from .study_text import BETWEEN_PROCESSES, bullet, listing, pct, pct_span, span
+from .sweep import run_dirs
 
 GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused")
 KERNEL_TABLES = ("fused", "graphed", "static")
@@ -114,8 +114,8 @@ def capture_findings(analyses: dict) -> list:
 
 
 def kernel_sections(analyses: dict, fig: Path | None) -> list:
-    from analysis.study import kernels_for
-    from analysis.study_plots import plot_kernels
+    from .study import kernels_for
+    from .study_plots import plot_kernels
 
     parts = []
     for name in KERNEL_TABLES:
@@ -134,7 +134,7 @@ def kernel_sections(analyses: dict, fig: Path | None) -> list:
 
 
 def _made(analyses: dict, name: str) -> str:
-    from analysis.study_captures import made
+    from .study_captures import made
 
     return made(analyses[name][1])
 
@@ -155,8 +155,8 @@ def kernel_findings(name: str, table) -> list:
 
 
 def captures_sections(root: Path, fig: Path | None) -> list:
-    from analysis.plots import plot_analysis
-    from analysis.study_plots import plot_idle
+    from .plots import plot_analysis
+    from .study_plots import plot_idle
 
     found = {d.relative_to(root).as_posix(): d for d in run_dirs(root)}
     caps, analyses = capture_rows(found)

@@ -5,11 +5,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
-from analysis.gpu_metrics import with_step_metrics
-from analysis.intervals import Coverage
-from analysis.steps import (
+from .errors import TraceError
+from .gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
+from .gpu_metrics import with_step_metrics
+from .intervals import Coverage
+from .steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
     assign_steps,
@@ -19,9 +19,9 @@ from analysis.steps import (
     step_ranges,
     step_table,
 )
-from analysis.streams import check_cover, stream_table, window_busy_ns
-from analysis.syncs import empty_syncs, sync_table
-from analysis.trace import GRAPH, Trace, op_names
+from .streams import check_cover, stream_table, window_busy_ns
+from .syncs import empty_syncs, sync_table
+from .trace import GRAPH, Trace, op_names
 
 LEDGER = ("wait_ns", "host_ns", "launch_ns")
 

@@ -6,10 +6,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from analysis import api
-from analysis.errors import TraceError
-from analysis.runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
-from analysis.summary import Options
+from . import api
+from .errors import TraceError
+from .runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
+from .summary import Options
 
 # From this many runs on, progress is shown even when they were named one by one.
 PROGRESS_FROM = 8

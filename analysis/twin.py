@@ -14,8 +14,8 @@ import dataclasses
 
 import pandas as pd
 
-from analysis.readers.untraced import UntracedSteps
-from analysis.summary import DeviceAnalysis, median, p90
+from .readers.untraced import UntracedSteps
+from .summary import DeviceAnalysis, median, p90
 
 # Per-step columns of the twin, by their name in the traced step table.
 TWIN_COLUMNS = {"period_ns": "untraced_period_ns", "bubble_ns": "untraced_bubble_ns",

@@ -13,12 +13,12 @@ import time
 
 import torch
 
-from harness.config import RunConfig, bench_configs, profile_window
-from harness.floor import floor, model_shape
-from harness.instrument import no_window, timeline_window
-from harness.model import model_record, weight_bytes
-from harness.run import load_model, make_decoder, sync, tokens_sha256, versions
-from harness.variants import expandable_share, set_expandable_segments
+from .config import RunConfig, bench_configs, profile_window
+from .floor import floor, model_shape
+from .instrument import no_window, timeline_window
+from .model import model_record, weight_bytes
+from .run import load_model, make_decoder, sync, tokens_sha256, versions
+from .variants import expandable_share, set_expandable_segments
 
 COPY_BYTES_CUDA = 1 << 30
 COPY_BYTES_CPU = 64 << 20  # keeps the CPU tests fast

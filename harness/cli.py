@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.config import VARIANT_NAMES, ConfigError, RunConfig, bench_configs, validate
-from harness.model import ARCHS, SIZES
+from .config import VARIANT_NAMES, ConfigError, RunConfig, bench_configs, validate
+from .model import ARCHS, SIZES
 
 
 class Parser(argparse.ArgumentParser):
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_run(args) -> int:
     cfg = validate(to_config(args, args.variant))  # bad options answered before torch loads
-    from harness.run import run, summary_line
+    from .run import run, summary_line
 
     record = run(cfg)
     if record.get("tp", {}).get("rank", 0) == 0:
@@ -145,8 +145,8 @@ def cmd_bench(args) -> int:
     if args.processes > 1:
         if timeline_paths:
             raise ConfigError("--timeline times one process: leave out --processes or --timeline")
-        from harness.processes import run_processes
-        from harness.processes import table as processes_table
+        from .processes import run_processes
+        from .processes import table as processes_table
 
         keep = None if args.json is None else (
             lambda partial: _write_json(args.json, partial, "--json"))
@@ -154,7 +154,7 @@ def cmd_bench(args) -> int:
                                on_round=keep)
         print(processes_table(report))
     else:
-        from harness.bench import bench, table
+        from .bench import bench, table
 
         report = bench(to_config(args, variants[0]), variants, args.repeats,
                        args.timeline_repeats if timeline_paths else 0)
@@ -186,7 +186,7 @@ def _write_json(path: Path, doc: dict, option: str) -> None:
 
 
 def cmd_variants(args) -> int:
-    from harness.variants import variant_lines
+    from .variants import variant_lines
 
     print("\n".join(variant_lines()))
     return 0

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from harness.model import OWN_STEP_FAMILIES, ModelError, model_family
+from .model import OWN_STEP_FAMILIES, ModelError, model_family
 
 VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",

@@ -9,7 +9,7 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from harness.instrument import (
+from .instrument import (
     ProfilerWindow,
     check_range,
     close_window,

@@ -17,14 +17,30 @@ from pathlib import Path
 
 import click
 
-from analysis.capture import (
-    NVTX_CAPTURE_ENV,
-    NsysError,
-    capture_flags,
-    find_nsys,
-    metrics_flags,
-    require_version,
-)
+# harness -> analysis, never back: installed, the two are gapscope.harness and gapscope.analysis;
+# in the source tree, top-level packages.
+try:
+    from ..analysis.capture import (
+        NVTX_CAPTURE_ENV,
+        NsysError,
+        capture_flags,
+        check,
+        check_gpu,
+        find_nsys,
+        metrics_flags,
+        require_version,
+    )
+except ImportError:
+    from analysis.capture import (
+        NVTX_CAPTURE_ENV,
+        NsysError,
+        capture_flags,
+        check,
+        check_gpu,
+        find_nsys,
+        metrics_flags,
+        require_version,
+    )
 
 MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
 WARN_FREE_BYTES = 5 << 30
@@ -65,49 +81,6 @@ PERMISSION_FIX = (
     "in /etc/modprobe.d/, then reload the driver or reboot (or profile as root); "
     "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
 )
-
-
-def check(status: str, name: str, detail: str, fix: str = "", **found) -> dict:
-    return {"status": status, "name": name, "detail": detail, "fix": fix, **found}
-
-
-def check_gpu() -> dict:
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        query = [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"]
-        try:
-            out = subprocess.run(query, capture_output=True, text=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            return check("FAIL", "gpu", "nvidia-smi took over 60 s",
-                         "fix the NVIDIA driver install (nvidia-smi must answer)")
-        if out.returncode == 0 and out.stdout.strip():
-            gpus = [line.split(", ") for line in out.stdout.strip().splitlines()]
-            names = ", ".join(name for name, _ in gpus)
-            return check("OK", "gpu", f"{names}, driver {gpus[0][1]}")
-        reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
-        return check(
-            "FAIL",
-            "gpu",
-            f"nvidia-smi failed: {reason[0]}",
-            "fix the NVIDIA driver install (nvidia-smi must list the GPU)",
-        )
-    try:
-        import torch
-    except ImportError:
-        return check(
-            "FAIL",
-            "gpu",
-            "no nvidia-smi, and no torch to ask",
-            "run on a machine with an NVIDIA GPU and its driver",
-        )
-    if torch.cuda.is_available():
-        return check("OK", "gpu", f"{torch.cuda.get_device_name(0)} (nvidia-smi not on PATH)")
-    return check(
-        "FAIL",
-        "gpu",
-        "no nvidia-smi and torch sees no CUDA device",
-        "run on a machine with an NVIDIA GPU and its driver",
-    )
 
 
 def check_torch() -> dict:

@@ -22,8 +22,8 @@ from contextlib import nullcontext
 
 import torch
 
-from harness.decode import advance_tokens
-from harness.triton_ops import attention_decode, bias_gelu, bias_layernorm, head_scale
+from .decode import advance_tokens
+from .triton_ops import attention_decode, bias_gelu, bias_layernorm, head_scale
 
 
 def new_fused_cache(model, batch: int, max_len: int) -> dict:

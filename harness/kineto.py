@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity
 
-from harness import instrument
+from . import instrument
 
 
 class KinetoCapture:

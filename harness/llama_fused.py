@@ -19,8 +19,8 @@ silu(gate) * up and torch's one-kernel RMSNorm: 8 kernels a layer.
 import torch
 import torch.nn.functional as F
 
-from harness.config import ConfigError
-from harness.llama_ops import (
+from .config import ConfigError
+from .llama_ops import (
     GEMV_MAX_BATCH,
     advance_partials,
     linear_residual,
@@ -30,7 +30,7 @@ from harness.llama_ops import (
     rope_attention,
     silu_mul,
 )
-from harness.llama_step import check_llama, new_llama_cache
+from .llama_step import check_llama, new_llama_cache
 
 
 def check_fused(model, new_tokens: int, branches: int) -> None:

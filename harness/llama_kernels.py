@@ -17,7 +17,7 @@ _advance_kernel: the greedy token from the partials, then decode.advance_tokens'
     schedule, finished mask, ids, token, done, flag, pos) in one program: ~12 kernels as one.
 """
 
-from harness.triton_ops import triton
+from .triton_ops import triton
 
 if triton is not None:
     import triton.language as tl

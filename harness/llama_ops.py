@@ -11,12 +11,12 @@ stages 0.356 / 0.381, the one kept. A program per 16-64 output columns keeps 48-
 import torch
 import torch.nn.functional as F
 
-from harness.decode import advance_tokens
-from harness.llama_kernels import triton
-from harness.triton_ops import use_triton
+from .decode import advance_tokens
+from .llama_kernels import triton
+from .triton_ops import use_triton
 
 if triton is not None:
-    from harness.llama_kernels import (
+    from .llama_kernels import (
         _advance_kernel,
         _gemv_kernel,
         _rope_attention_kernel,

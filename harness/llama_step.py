@@ -22,8 +22,8 @@ as gpt-fast joins them at load); they cost that much memory again, the step read
 import torch
 import torch.nn.functional as F
 
-from harness.config import ConfigError
-from harness.gpt2_step import SLOT_ALIGN
+from .config import ConfigError
+from .gpt2_step import SLOT_ALIGN
 
 LLAMA_FAMILIES = ("llama", "qwen2", "mistral")
 # Rotary types whose frequencies depend on the position alone; `dynamic` and `longrope` change

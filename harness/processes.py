@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.config import ConfigError
+from .config import ConfigError
 
 BOOTSTRAP_SAMPLES = 10_000
 SEED = 20261201
@@ -52,7 +52,7 @@ def child_command(arm: str, options: list, repeats: int, out: Path) -> list:
     pairs = [options[j:j + 2] for j in range(0, len(options), 2)]
     kept = [x for flag, value in pairs if OWN_OPTIONS.get(flag, variant) == variant
             for x in (flag, value)]
-    return [sys.executable, "-m", "harness", "bench", "--variants", variant,
+    return [sys.executable, "-m", __package__, "bench", "--variants", variant,
             "--repeats", str(repeats), "--json", str(out), *kept]
 
 

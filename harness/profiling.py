@@ -28,7 +28,7 @@ import nvtx
 try:  # torch (and with it harness.instrument's ranges and window) only when installed
     import torch
 
-    from harness import instrument
+    from . import instrument
 except ImportError:
     torch = instrument = None
 

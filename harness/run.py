@@ -11,13 +11,13 @@ from pathlib import Path
 import torch
 import transformers
 
-from harness.config import ConfigError, RunConfig, profile_window, validate
-from harness.decode import new_state
-from harness.floor import model_shape, window_bytes
-from harness.instrument import ProfilerWindow, no_window
-from harness.model import ModelError, build_model, model_record, special_tokens, weight_bytes
-from harness.stops import expected_stop_step, stop_steps
-from harness.variants import VARIANTS, expandable_share, set_expandable_segments
+from .config import ConfigError, RunConfig, profile_window, validate
+from .decode import new_state
+from .floor import model_shape, window_bytes
+from .instrument import ProfilerWindow, no_window
+from .model import ModelError, build_model, model_record, special_tokens, weight_bytes
+from .stops import expected_stop_step, stop_steps
+from .variants import VARIANTS, expandable_share, set_expandable_segments
 
 
 def check_device(cfg: RunConfig) -> None:
@@ -56,7 +56,7 @@ def run(cfg: RunConfig) -> dict:
     if cfg.variant == "kv-expandable":
         set_expandable_segments(True)  # before load_model: CUDA must not be initialised yet
     if cfg.tp > 1:
-        from harness import tp
+        from . import tp
 
         tp.init(cfg.tp, cfg.device)  # before the model: it goes to this rank's GPU
     model = load_model(cfg)
@@ -102,7 +102,7 @@ def kineto_capture(cfg: RunConfig):
     """The torch.profiler twin of the window (--kineto), or None."""
     if cfg.kineto is None:
         return None
-    from harness.kineto import KinetoCapture
+    from .kineto import KinetoCapture
 
     return KinetoCapture(cfg.kineto, cuda=cfg.device == "cuda")
 

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from harness.config import parse_stop
+from .config import parse_stop
 
 
 def stop_steps(spec: str, batch: int, new_tokens: int, seed: int) -> torch.Tensor:

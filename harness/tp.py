@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from harness.config import ConfigError
+from .config import ConfigError
 
 
 def init(tp: int, device: str) -> None:

@@ -28,13 +28,13 @@ from transformers import (
     StaticCache,
 )
 
-from harness.config import ConfigError, RunConfig, branch_count, check_every, compile_mode
-from harness.decode import advance, deferred_loop, sync_loop
-from harness.fused_step import fused_step, new_fused_cache, split
-from harness.gpt2_step import capture, gpt2_logits, new_kv_cache
-from harness.llama_fused import check_fused, fused_llama_step, new_fused_llama
-from harness.llama_step import LLAMA_FAMILIES, check_llama, llama_logits, new_llama_cache
-from harness.triton_ops import missing_triton
+from .config import ConfigError, RunConfig, branch_count, check_every, compile_mode
+from .decode import advance, deferred_loop, sync_loop
+from .fused_step import fused_step, new_fused_cache, split
+from .gpt2_step import capture, gpt2_logits, new_kv_cache
+from .llama_fused import check_fused, fused_llama_step, new_fused_llama
+from .llama_step import LLAMA_FAMILIES, check_llama, llama_logits, new_llama_cache
+from .triton_ops import missing_triton
 
 
 def cache_kwarg(model) -> str:
@@ -230,7 +230,7 @@ def _tp_agree(cfg: RunConfig):
     """--tp: the flag all-reduced across ranks (harness/tp.py), except where no one reads it."""
     if cfg.tp == 1 or cfg.variant == "nocheck":
         return lambda flag: flag
-    from harness.tp import agree
+    from .tp import agree
 
     return agree
 

@@ -14,8 +14,8 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from analysis.errors import TraceError
-from analysis.readers import kineto, nsys
+from ..errors import TraceError
+from ..readers import kineto, nsys
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"

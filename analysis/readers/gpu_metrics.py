@@ -20,7 +20,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from analysis.trace import empty_metrics
+from ..trace import empty_metrics
 
 DEVICE_MASK = 0xFF
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.readers.nsys import match_launches
-from analysis.trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
+from ..errors import TraceError
+from ..readers.nsys import match_launches
+from ..trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
 
 # Categories of GPU ops; the capitalised ones are older Kineto's names (HTA reads both).
 OP_CATEGORIES = {"kernel": KERNEL, "Kernel": KERNEL, "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
-from analysis.trace import (
+from ..errors import TraceError
+from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
+from ..trace import (
     BLOCKING_CALLS,
     GRAPH,
     GRAPH_LAUNCH_CALLS,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.errors import TraceError
+from ..errors import TraceError
 
 FORMAT = "gapscope-untraced-steps/1"
 FILE_NAME = "untraced_steps.json"
