@@ -149,5 +149,7 @@ def test_profile_of_a_generate_loop_as_it_is(tmp_path):
     assert marks, "no sync marks in the capture"
     for mark in marks:
         found = MARK.match(mark)
-        assert found and Path(found.group(1)).is_file() and "/torch/" not in found.group(1)
+        # The first frame outside torch's own package (a venv may itself live under /opt/torch/).
+        assert found and Path(found.group(1)).is_file()
+        assert "/site-packages/torch/" not in found.group(1)
     assert "untraced" in result.stdout

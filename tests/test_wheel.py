@@ -74,8 +74,8 @@ def test_the_installed_cli_analyses_a_capture_from_another_directory(installed, 
 
 def test_the_installed_library_analyses_a_capture(installed, tmp_path):
     bin_dir, _ = installed
-    code = ("from gapscope.analysis import analyze_trace; (r,) = analyze_trace(%r); "
-            "print(len(r.steps), r.summary['steps_from'])" % str(STATIC))
+    code = (f"from gapscope.analysis import analyze_trace; (r,) = analyze_trace({str(STATIC)!r}); "
+            "print(len(r.steps), r.summary['steps_from'])")
     done = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=tmp_path,
                           env=shadowed_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
