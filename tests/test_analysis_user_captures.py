@@ -87,3 +87,20 @@ def test_two_threads_sharing_step_numbers_each_get_their_own_sequence(user):
         "cudaStreamSynchronize" for t in (1309, 1310))
     cols = ["thread", "step", "ops", "gpu_start", "gpu_end", "period_ns", "bubble_ns"]
     assert i.steps[cols].equals(s[cols])
+
+
+def test_a_compiled_loop_gets_a_step_per_cuda_graph_replay_and_its_item_line(user):
+    # examples/decode_loop.py --compile under `gapscope profile --range all` (the sync marks on,
+    # graphs node by node): two generate() calls of 99 decode tokens each; the warm-up's first
+    # replays come after torch.compile's own warm-up runs, so 197 replays of the one graph.
+    (a,) = analyze(user["loop-graph"])
+    s = a.summary
+    assert (s["steps"], s["steps_from"], s["steps_inferred_by"]) == (
+        197, "inferred", "graph launch (138 nodes)")
+    assert (s["period_ns_median"], s["cuda_graph_trace"]) == (1137941, "node")
+    assert list(a.steps["step"]) == list(range(1, 198))
+    # The loop's `.item()` stop check, once a step, named by its line.
+    top = a.syncs.iloc[0]
+    assert (top["call"], top["file"].rsplit("/", 2)[-2:], top["line"], top["function"],
+            top["calls"]) == ("cudaStreamSynchronize", ["examples", "decode_loop.py"], 34,
+                              "generate", 197)
