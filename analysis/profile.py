@@ -15,8 +15,9 @@ The program then runs --twin-runs more times without nsys, the hook (harness/inj
 same steps with CUDA events: the untraced twin. In the traced run the hook also names each
 synchronizing CUDA call's source line (an NVTX mark), unless --no-sync-lines.
 
-Exit status, as profile.sh's: 0 done; 2 bad usage; the program's own status when it fails under
-nsys; 1 for the other failures (no nsys, too old, no GPU, nothing captured, no steps, no kernels).
+Exit status, as profile.sh's: 0 done; 2 bad usage or a machine not set up to profile (no nsys,
+one too old, no GPU); the program's own status when it fails under nsys; 1 for the other failures
+(nothing captured, no steps, no kernels).
 Each failure is one line on stderr.
 """
 
@@ -147,7 +148,8 @@ def check_gpu_for(cmd: tuple) -> None:
     gpu = check_gpu()
     if gpu["status"] != "OK":
         raise ProfileError(f"{gpu['detail']}: profile on a machine with an NVIDIA GPU and driver "
-                           "(`gapscope doctor` checks it), or run the program with --device cpu")
+                           "(`gapscope doctor` checks it), or run the program with --device cpu",
+                           2)
 
 
 def note(message: str) -> None:
@@ -419,7 +421,7 @@ def profile(ctx, step_pattern, step_functions, check_pattern, capture_range, del
         nsys = find_nsys()
         require_version(nsys)
     except NsysError as e:
-        raise ProfileError(str(e)) from None
+        raise ProfileError(str(e), 2) from None
     note(nsys.note)
     check_gpu_for(cmd)
 

@@ -32,7 +32,7 @@ version_ge() {  # A B: true when version A >= version B
 
 find_nsys() {  # prints the nsys to use; says on stderr which one and why
   if [ -n "${NSYS:-}" ]; then
-    [ -x "$NSYS" ] || die 1 "NSYS=$NSYS is not an executable file: unset NSYS or point it at nsys"
+    [ -x "$NSYS" ] || die 2 "NSYS=$NSYS is not an executable file: unset NSYS or point it at nsys"
     note "using nsys $(nsys_version "$NSYS" || echo '(version unknown)') at $NSYS (from \$NSYS)"
     printf '%s\n' "$NSYS"
     return 0
@@ -55,16 +55,16 @@ find_nsys() {  # prints the nsys to use; says on stderr which one and why
       best_version=$version
     fi
   done
-  [ -n "$best" ] || die 1 "no nsys found (looked at \$NSYS, PATH, $NSYS_PLACES): install Nsight Systems or set NSYS=/path/to/nsys"
+  [ -n "$best" ] || die 2 "no nsys found (looked at \$NSYS, PATH, $NSYS_PLACES): install Nsight Systems or set NSYS=/path/to/nsys"
   note "using nsys $best_version at $best (newest of $found found)"
   printf '%s\n' "$best"
 }
 
 require_nsys_version() {  # NSYS
   local version
-  version=$(nsys_version "$1") || die 1 "$1 --version failed: reinstall Nsight Systems or set NSYS to a working nsys"
+  version=$(nsys_version "$1") || die 2 "$1 --version failed: reinstall Nsight Systems or set NSYS to a working nsys"
   version_ge "$version" "$NSYS_MIN_VERSION" ||
-    die 1 "nsys $version at $1 is too old (gapscope needs $NSYS_MIN_VERSION or newer to capture and export SQLite): install a newer Nsight Systems or set NSYS"
+    die 2 "nsys $version at $1 is too old (gapscope needs $NSYS_MIN_VERSION or newer to capture and export SQLite): install a newer Nsight Systems or set NSYS"
 }
 
 wants_cpu() {  # HARNESS_OPTIONS...: true when they ask for --device cpu
@@ -89,7 +89,7 @@ except ImportError:
     sys.exit(f"torch is not installed for {sys.executable}: run make install")
 if not torch.cuda.is_available():
     sys.exit(f"no CUDA GPU visible to torch {torch.__version__} (CUDA build: {torch.version.cuda})")
-' 2>&1) || die 1 "$why: profile on a machine with an NVIDIA GPU and driver (\`make doctor\` checks it)"
+' 2>&1) || die 2 "$why: profile on a machine with an NVIDIA GPU and driver (\`make doctor\` checks it)"
 }
 
 utc_stamp() { date -u +%Y%m%dT%H%M%SZ; }

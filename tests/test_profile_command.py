@@ -206,23 +206,24 @@ def test_usage_errors_exit_2_before_nsys_is_looked_for(installed, tmp_path, args
     assert run_dirs(tmp_path) == []
 
 
-def test_no_nsys_and_an_old_nsys_exit_1_without_a_run_dir(installed, tmp_path):
+def test_no_nsys_and_an_old_nsys_exit_2_without_a_run_dir(installed, tmp_path):
+    # A machine not set up to profile is bad input, as elsewhere: exit 2.
     result = inproc(tmp_path, "profile", "--", *NOTHING, PATH=path_without_nsys())
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert last_line(result.stderr).startswith("gapscope: error: no nsys found (looked at $NSYS, ")
     old = inproc(tmp_path, "profile", "--", *NOTHING, FAKE_NSYS_VERSION="2023.4.1")
-    assert old.returncode == 1
+    assert old.returncode == 2
     assert last_line(old.stderr) == (
         f"gapscope: error: nsys 2023.4.1 at {FAKE} is too old (gapscope needs 2024.2 or newer to "
         "capture and export SQLite): install a newer Nsight Systems or set NSYS")
     assert run_dirs(tmp_path) == []
 
 
-def test_no_gpu_exits_1_unless_the_program_runs_on_the_cpu(installed, tmp_path):
+def test_no_gpu_exits_2_unless_the_program_runs_on_the_cpu(installed, tmp_path):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU")
     result = inproc(tmp_path, "profile", "--", PY, "-c", "pass")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert last_line(result.stderr).endswith(
         ": profile on a machine with an NVIDIA GPU and driver (`gapscope doctor` checks it), or "
         "run the program with --device cpu")

@@ -407,7 +407,7 @@ def test_find_nsys_skips_an_nsys_whose_version_fails(tmp_path):
 def test_profile_without_nsys_says_so_and_makes_no_run_dir(tmp_path):
     env = make_env(tmp_path, PATH=path_without_nsys())
     result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert last_line(result.stderr).startswith(
         "gapscope: error: no nsys found (looked at $NSYS, PATH, ")
     assert last_line(result.stderr).endswith(": install Nsight Systems or set NSYS=/path/to/nsys")
@@ -417,7 +417,7 @@ def test_profile_without_nsys_says_so_and_makes_no_run_dir(tmp_path):
 def test_profile_with_an_old_nsys_says_it_is_too_old(tmp_path):
     env = make_env(tmp_path, FAKE_NSYS_VERSION="2023.4.1.97")
     result = run_script("profile.sh", env, "static", "--device", "cpu", cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert last_line(result.stderr) == (
         "gapscope: error: "
         f"nsys 2023.4.1.97 at {FAKE} is too old (gapscope needs 2024.2 or newer to "
@@ -430,7 +430,7 @@ def test_profile_without_a_gpu_says_so(tmp_path):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU: the GPU tests profile for real")
     result = run_script("profile.sh", make_env(tmp_path), "static", cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert last_line(result.stderr).startswith("gapscope: error: no CUDA GPU visible to torch ")
     assert last_line(result.stderr).endswith(
         ": profile on a machine with an NVIDIA GPU and driver (`make doctor` checks it)"
