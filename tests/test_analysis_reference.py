@@ -2,12 +2,15 @@
 
 import hashlib
 import re
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from synth import Synth
 
-from analysis.readers import load_trace
+from analysis.errors import TraceError
+from analysis.readers import load_trace, nsys
 from analysis.summary import analyze
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -86,9 +89,24 @@ def test_ops_per_step_equal_nsys_projection(reference):
     assert (merged["cpu_ns"] == merged["Orig Duration (ns)"]).all()
 
 
-def test_reading_ops_in_a_second_thread_gives_the_same_trace():
+def test_reading_ops_in_a_second_thread_gives_the_same_trace(monkeypatch):
     path = DATA_DIR / "h200-eager-pipelined-seed-bs16.sqlite"
     serial = load_trace(path)
     threaded = load_trace(path, parallel_min_ops=0)
     pd.testing.assert_frame_equal(serial.ops, threaded.ops)
+    # As text in chunks of 1000 rows (7840 ops: the last chunk part full), joined in order.
+    monkeypatch.setattr(nsys, "TEXT_CHUNK_ROWS", 1000)
+    pd.testing.assert_frame_equal(serial.ops, load_trace(path, parallel_min_ops=0).ops)
     assert len(serial.ops) == 7840 and (serial.ops["call_start"] >= 0).all()
+
+
+def test_a_value_nsys_never_writes_is_one_line_either_way(tmp_path):
+    t = Synth()
+    t.range("Step 1", 0, 100)
+    t.launch(1, 2, 3, 4)
+    path = t.write(tmp_path / "bad.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x'")
+    for parallel_min_ops in (nsys.PARALLEL_MIN_OPS, 0):
+        with pytest.raises(TraceError, match="unreadable SQLite .unexpected value in "):
+            load_trace(path, parallel_min_ops=parallel_min_ops)

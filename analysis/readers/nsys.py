@@ -188,21 +188,47 @@ def match_launches(op_pid: np.ndarray, op_corr: np.ndarray, calls: dict) -> np.n
     return np.where(found, order[pos], -1)
 
 
-# From this many ops on, a second thread reads the ops while this one reads their launch calls:
-# SQLite decoding rows is most of the load time, and it steps through rows with the GIL released,
-# so the two queries overlap (ANALYSIS.md, Robustness). A thread, not a process: safe in a
-# notebook or any other threaded process, and nothing to copy back.
+# From this many ops on, a second thread reads the ops while this one reads their launch calls,
+# and reads them as text: SQLite formats a chunk of rows into one string in a single step, with
+# the GIL released all along, and numpy parses the string. Rows fetched one at a time need the
+# GIL back for each row's Python objects, and two threads fetching so run slower than one
+# (ANALYSIS.md, Robustness). A thread, not a process: safe in a notebook or any threaded program.
 PARALLEL_MIN_OPS = 200_000
+TEXT_CHUNK_ROWS = 250_000
 OP_COUNT_SQL = "SELECT count(*) FROM {table}"
+ROWID_RANGE_SQL = "SELECT min(rowid), max(rowid) FROM {table}"
+# OP_SELECT_SQL's columns, a row as text and a chunk of rows as one string. A row with a NULL
+# drops out of group_concat (NULL || text is NULL): the count says so.
+OPS_TEXT_SQL = """
+SELECT count(*), group_concat(start || ',' || end || ',' || ((deviceId << 32) | streamId) || ','
+    || IFNULL(correlationId, -1) || ',' || {pid} || ',' || {what}, ',')
+FROM {table} WHERE rowid BETWEEN ? AND ?
+"""
 
 
-def _query_columns(uri: str, sql: str, columns: list) -> dict:
-    """One query on a read-only connection of its own (what the second thread runs)."""
+def _ops_as_text(uri: str, selects: list) -> dict:
+    """OP_COLUMNS of the (table, pid, what) selects, in rowid order as OP_SELECT_SQL reads them,
+    on a read-only connection of its own (what the second thread runs)."""
     con = sqlite3.connect(uri, uri=True)
+    parts = []
     try:
-        return _int_columns(con.execute(sql).fetchall(), columns)
+        for table, pid, what in selects:
+            sql = OPS_TEXT_SQL.format(table=table, pid=pid, what=what)
+            lo, hi = con.execute(ROWID_RANGE_SQL.format(table=table)).fetchone()
+            for first in range(lo, hi + 1, TEXT_CHUNK_ROWS) if lo is not None else ():
+                count, text = con.execute(sql, (first, first + TEXT_CHUNK_ROWS - 1)).fetchone()
+                try:
+                    values = np.fromstring(text or "", dtype=np.int64, sep=",")
+                except ValueError:
+                    values = None
+                if values is None or len(values) != count * len(OP_COLUMNS):
+                    raise sqlite3.DatabaseError(f"unexpected value in {table}: NULL or not an "
+                                                "integer where nsys writes one")
+                parts.append(values)
     finally:
         con.close()
+    data = (np.concatenate(parts) if parts else np.empty(0, np.int64)).reshape(-1, len(OP_COLUMNS))
+    return {c: data[:, i] for i, c in enumerate(OP_COLUMNS)}
 
 
 def _pid_column(con: sqlite3.Connection, table: str) -> str:
@@ -220,12 +246,10 @@ def _read_graphs(con: sqlite3.Connection) -> dict:
 def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
              parallel_min_ops: int = PARALLEL_MIN_OPS) -> pd.DataFrame:
     rows = [k for k in kinds if k != GRAPH]
-    parts = [
-        OP_SELECT_SQL.format(table=OP_TABLES[k], what="shortName" if k == KERNEL else -k,
-                             pid=_pid_column(con, OP_TABLES[k]))
-        for k in rows
-    ]
-    ops_sql = " UNION ALL ".join(parts)
+    selects = [(OP_TABLES[k], _pid_column(con, OP_TABLES[k]), "shortName" if k == KERNEL else -k)
+               for k in rows]
+    ops_sql = " UNION ALL ".join(OP_SELECT_SQL.format(table=t, pid=p, what=w)
+                                 for t, p, w in selects)
     corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
     launch_sql = LAUNCH_SQL.format(corr=corr_sql)
     count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in rows)
@@ -234,7 +258,7 @@ def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
         calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
     else:
         with ThreadPoolExecutor(1, thread_name_prefix="gapscope-ops") as pool:
-            pending = pool.submit(_query_columns, uri, ops_sql, OP_COLUMNS)
+            pending = pool.submit(_ops_as_text, uri, selects)
             calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
             raw = pending.result()
     what = raw["what"]
