@@ -1,9 +1,13 @@
 """gapscope analysis: reads an Nsight Systems SQLite export (no torch needed).
 
-`from analysis import analyze_trace` is the library API (analysis/api.py, docs/ANALYSIS.md).
+`from analysis import analyze_trace` is the library API (analysis/api.py, docs/ANALYSIS.md);
+`TraceError` is what it raises on bad input, with a one-line message. Installed with pip, the
+package is `gapscope.analysis`.
 """
 
-__all__ = ["analyze_trace"]
+from .errors import TraceError
+
+__all__ = ["TraceError", "analyze_trace"]
 
 
 def __getattr__(name: str):
