@@ -53,8 +53,11 @@ demo: $(ANALYSIS_DEPS)
 	@$(PY) -m analysis.cli compare $(DEMO_TRACES)
 	@$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo --perfetto out/demo/timeline.json
 
+# Two workers, a test file each at a time (a file's fixtures set up once): the tests are one
+# core's work each (torch on one thread, tests/conftest.py). Without pytest-xdist (NO_VENV on a
+# machine that lacks it), one process.
 test: $(HARNESS_DEPS)
-	$(PY) -m pytest
+	$(PY) -m pytest $$($(PY) -c 'import xdist' 2>/dev/null && echo '-n 2 --dist loadfile')
 
 test-gpu: $(HARNESS_DEPS)
 	$(PY) -m pytest -m gpu -v

@@ -1,15 +1,44 @@
 """--tp 2 on the CPU (gloo, two ranks under torchrun): tokens identical to --tp 1 for the tiny
-GPT-2 and llama, static and deferred; the stop flag agreed; the options --tp refuses. The one
-torchrun is conftest's tp2 fixture."""
+GPT-2 and llama, static and deferred; the stop flag agreed; the options --tp refuses; and
+scripts/profile-tp.sh around such a run. One torchrun for all of them (tp2)."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+from test_scripts import CPU_RUN, make_env, nsys_calls, run_dirs, run_script
 
 from harness.config import ConfigError, RunConfig, validate
 from harness.instrument import no_window
 from harness.run import load_model, make_decoder, tokens_sha256
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            "--standalone"]
+
+
+def torchrun(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*TORCHRUN, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def tp2(tmp_path_factory):
+    """One torchrun of two gloo ranks on the CPU: tp_worker.py's cases, then `harness run
+    --variant static --tp 2` in the same ranks; (its output, the worker's JSON, the run's
+    directory)."""
+    tmp = tmp_path_factory.mktemp("tp2")
+    opts = ["--model", "tiny", "--batch", "3", "--new-tokens", "12", "--device", "cpu",
+            "--matmul-precision", "highest", "--out", str(tmp / "run")]
+    done = torchrun(str(ROOT / "tests" / "tp_worker.py"), str(tmp / "seen.json"),
+                    "--variant", "static", "--tp", "2", *opts)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done, json.loads((tmp / "seen.json").read_text()), tmp / "run"
 
 
 def tp1_sha(name: str, variant: str, **kw) -> str:
@@ -66,3 +95,24 @@ def test_tp_needs_torchrun_and_divisible_heads(monkeypatch):
     model = load_model(RunConfig(variant="static", model="tiny", device="cpu"))
     with pytest.raises(ConfigError, match=r"--tp 3 must divide the heads \(2\) and KV heads \(2\)"):
         tp.shard(model, 3)
+
+
+def test_profile_tp_captures_each_rank_under_torchrun_and_tables_the_ranks(tmp_path, tp2):
+    # Two ranks under torchrun, each under its own (stand-in) nsys; each export is the bundled
+    # H200 capture, so the ranks' table has every step and no collective. The ranks' harness
+    # run is replayed: rank 0's run.json of a real `harness run --tp 2` (tp2, checked above).
+    env = make_env(tmp_path, OMP_NUM_THREADS="1", FAKE_NSYS_RUN="0",
+                   FAKE_NSYS_RUN_JSON=str(tp2[2] / "run.json"))
+    result = run_script("profile-tp.sh", env, "static", "2", *CPU_RUN, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    assert run.name.endswith("-static-tp2")
+    names = {p.name for p in run.iterdir()}
+    assert {"capture_0.nsys-rep", "capture_1.nsys-rep", "capture_0.sqlite", "capture_1.sqlite",
+            "run.json", "nsys.log", "ranks.txt"} <= names
+    profiles = [c for c in nsys_calls(tmp_path) if c[0] == "profile"]
+    assert len(profiles) == 2 and all(f"{run}/capture_%q{{RANK}}" in c for c in profiles)
+    record = json.loads((run / "run.json").read_text())
+    assert record["tp"]["world_size"] == 2 and record["tp"]["ranks_agree"]
+    assert "torch.distributed.run --standalone --nproc-per-node 2" in record["nsys"]["command"]
+    assert "waited_rank" in (run / "ranks.txt").read_text()
