@@ -20,27 +20,14 @@ import click
 # harness -> analysis, never back: installed, the two are gapscope.harness and gapscope.analysis;
 # in the source tree, top-level packages.
 try:
-    from ..analysis.capture import (
-        NVTX_CAPTURE_ENV,
-        NsysError,
-        capture_flags,
-        check,
-        check_gpu,
-        find_nsys,
-        metrics_flags,
-        require_version,
-    )
+    from ..analysis import capture
 except ImportError:
-    from analysis.capture import (
-        NVTX_CAPTURE_ENV,
-        NsysError,
-        capture_flags,
-        check,
-        check_gpu,
-        find_nsys,
-        metrics_flags,
-        require_version,
-    )
+    from analysis import capture
+
+NVTX_CAPTURE_ENV, NsysError = capture.NVTX_CAPTURE_ENV, capture.NsysError
+capture_flags, metrics_flags = capture.capture_flags, capture.metrics_flags
+check, check_gpu = capture.check, capture.check_gpu
+find_nsys, require_version = capture.find_nsys, capture.require_version
 
 MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
 WARN_FREE_BYTES = 5 << 30
