@@ -17,15 +17,15 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import TraceError
-from .floor import floor_summary
+from .measures.floor import floor_summary
 from .readers import load_trace
 from .readers.gpu_metrics import with_gpu_name
 from .readers.untraced import read_untraced_steps
-from .runs import Run, resolve_run
-from .steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
-from .summary import DeviceAnalysis, Options, analyze_metrics
-from .summary import analyze as run_analysis
-from .twin import with_untraced
+from .readers.runs import Run, resolve_run
+from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
+from .measures.summary import DeviceAnalysis, Options, analyze_metrics
+from .measures.summary import analyze as run_analysis
+from .measures.untraced import with_untraced
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def analyze_trace(path: str | Path, steps: str | None = None, check: str | None 
     matches the default, or with steps="infer"); device: one CUDA device (default: each that
     ran step ops). Raises analysis.errors.TraceError, with a one-line message, on bad input.
     """
-    from .report import plain
+    from .render.report import plain
 
     run, _, analyses = analyse_run(path, steps, check, device)
     return [Result(a.device, plain(a.summary), a.steps, a.gaps, a.streams, run, a)

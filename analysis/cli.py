@@ -11,14 +11,14 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from . import compare as compare_mod
-from . import hardware as hardware_mod
-from . import report as report_mod
+from .render import compare as compare_mod
+from .render import hardware as hardware_mod
+from .render import report as report_mod
 from .api import describe, load_and_analyse, run_options
 from .errors import TraceError
-from .runs import unique_labels
-from .steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
-from .summary import Options
+from .readers.runs import unique_labels
+from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
+from .measures.summary import Options
 
 
 class GapscopeError(click.ClickException):
@@ -28,8 +28,8 @@ class GapscopeError(click.ClickException):
 
 
 # Commands that live outside analysis/, imported only when used: the analysis needs no harness.
-LAZY_COMMANDS = {"doctor": "harness.doctor:doctor", "study": "analysis.study:main",
-                 "profile": "analysis.profile:profile"}
+LAZY_COMMANDS = {"doctor": "analysis.capture.doctor:doctor", "study": "analysis.study.results:main",
+                 "profile": "analysis.capture.profile:profile"}
 # "gapscope" where installed (gapscope.analysis, gapscope.harness), "" in the source tree.
 ROOT = (__package__ or "analysis").rpartition(".")[0]
 
@@ -158,7 +158,7 @@ def perfetto_option(f):
 
 def _write_perfetto(path: Path, runs: list) -> None:
     """runs: (label, analyses, the trace's strings, its blocking calls) each."""
-    from .perfetto import write_chrome_trace
+    from .render.perfetto import write_chrome_trace
 
     if not any(hardware_mod.is_traced(a) for _, analyses, _, _ in runs for a in analyses):
         raise GapscopeError("--perfetto: a capture of GPU metrics alone has no timeline to "
@@ -170,7 +170,7 @@ def _write_perfetto(path: Path, runs: list) -> None:
 
 def store_runs(db_path, labelled: list) -> None:
     """(label, run, analyses) into the database at db_path."""
-    from . import db as db_mod
+    from .store import db as db_mod
 
     try:
         db = db_mod.open_db(db_path)
@@ -241,7 +241,7 @@ def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_patt
     else:
         click.echo(report_mod.to_text(run.label, analyses, schema))
     if plot:
-        from .plots import plot_analysis
+        from .render.plots import plot_analysis
 
         for a in analyses:
             path = Path(plot) if len(analyses) == 1 else _device_path(Path(plot), a.device)
@@ -271,8 +271,8 @@ def ranges(trace, step_pattern, shapes):
         gapscope ranges my.sqlite --steps '^decode (\\d+)$'
     """
     from .readers import load_trace
-    from .runs import resolve_run
-    from .steps import PROFILER_STEP_PATTERN, compile_pattern
+    from .readers.runs import resolve_run
+    from .measures.steps import PROFILER_STEP_PATTERN, compile_pattern
 
     try:
         run = resolve_run(trace)
@@ -400,7 +400,7 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
         if hardware is None or hardware.empty:
             raise GapscopeError("--hardware-plot: none of these runs sampled GPU metrics "
                                 "(profile.sh --metrics makes such a capture)")
-        from .plots import plot_hardware
+        from .render.plots import plot_hardware
 
         _write(lambda p: plot_hardware(hardware, p), Path(hardware_plot))
         click.echo(f"gapscope: wrote {hardware_plot}", err=True)
@@ -447,7 +447,7 @@ def _compare_text(table, spread, hardware, fmt: str, wide: bool) -> str:
 
 
 def _stored(db_path, where) -> tuple:
-    from . import db as db_mod
+    from .store import db as db_mod
 
     if not Path(db_path).is_file():
         raise GapscopeError(f"{db_path}: no such database; write one with --db or `gapscope db "
@@ -541,7 +541,7 @@ def db_add(database, traces, step_pattern, check_pattern, device):
 
 
 def _draw_plots(plots: list) -> None:
-    from .plots import plot_analysis
+    from .render.plots import plot_analysis
 
     for label, a, path, untraced in plots:
         _write(lambda p, a=a, label=label, u=untraced: plot_analysis(a, label, p, u), path)

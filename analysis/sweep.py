@@ -8,8 +8,8 @@ from pathlib import Path
 
 from . import api
 from .errors import TraceError
-from .runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
-from .summary import Options
+from .readers.runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
+from .measures.summary import Options
 
 # From this many runs on, progress is shown even when they were named one by one.
 PROGRESS_FROM = 8
@@ -65,7 +65,7 @@ def run_dirs(root: Path) -> list:
 def analyse_one(arg: str, options: Options, metrics_only_ok: bool = False,
                 blocking: bool = False) -> tuple:
     """(run, what made the trace, [DeviceAnalysis], the trace's strings) of one argument, and
-    where `blocking` its blocking calls (a timeline to write: analysis.perfetto)."""
+    where `blocking` its blocking calls (a timeline to write: analysis.render.perfetto)."""
     run, trace, analyses = api.load_and_analyse(arg, options.step_pattern, options.check_pattern,
                                                 options.device, metrics_only_ok)
     return (run, api.describe(trace), analyses, trace.strings,

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.errors import TraceError  # noqa: E402
 from analysis.readers import load_trace  # noqa: E402
-from analysis.steps import DEFAULT_STEP_PATTERN  # noqa: E402
-from analysis.summary import Options, analyze  # noqa: E402
+from analysis.measures.steps import DEFAULT_STEP_PATTERN  # noqa: E402
+from analysis.measures.summary import Options, analyze  # noqa: E402
 
 HTA_CATEGORIES = ("host_wait", "kernel_wait", "other")
 HTA_DEFAULT_DELAY_US = 30  # TraceAnalysis.get_idle_time_breakdown's consecutive_kernel_delay

@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.errors import TraceError  # noqa: E402
 from analysis.readers import load_trace  # noqa: E402
-from analysis.runs import KINETO_NAMES, TRACE_NAME  # noqa: E402
-from analysis.summary import analyze  # noqa: E402
+from analysis.readers.runs import KINETO_NAMES, TRACE_NAME  # noqa: E402
+from analysis.measures.summary import analyze  # noqa: E402
 
 
 def pair(args: list) -> tuple:

@@ -3,7 +3,7 @@
     python scripts/ranks.py RUN_DIR      # RUN_DIR holds capture_0.sqlite, capture_1.sqlite, ...
 
 Per rank its device, steps, median GPU period and bubble; per step the slowest rank and the
-collectives' wait (analysis/ranks.py; docs/METRICS.md, "Ranks"), in µs; then the largest
+collectives' wait (analysis/measures/ranks.py; docs/METRICS.md, "Ranks"), in µs; then the largest
 collective end spread, the check that the captures share one time base.
 """
 
@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from analysis.errors import TraceError  # noqa: E402
-from analysis.ranks import align, collective_waits, collectives, rank_table  # noqa: E402
+from analysis.measures.ranks import align, collective_waits, collectives, rank_table  # noqa: E402
 from analysis.readers import load_trace  # noqa: E402
 from analysis.readers.nsys import read_session_start_ns  # noqa: E402
-from analysis.summary import analyze, median  # noqa: E402
+from analysis.measures.summary import analyze, median  # noqa: E402
 
 
 def rank_captures(run: Path) -> list[Path]:

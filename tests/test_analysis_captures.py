@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from analysis.readers import load_trace
-from analysis.steps import INFER
-from analysis.summary import Options, analyze
-from analysis.trace import KERNEL
+from analysis.measures.steps import INFER
+from analysis.measures.summary import Options, analyze
+from analysis.readers.trace import KERNEL
 
 RUNS = Path(__file__).parent / "data" / "runs"
 EXPECTED = Path(__file__).parent / "data" / "expected" / "runs"

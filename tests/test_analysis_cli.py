@@ -209,7 +209,7 @@ def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
 
 
 def test_a_run_is_labelled_by_its_variant_and_compile_mode(data_dir):
-    from analysis.runs import resolve_run
+    from analysis.readers.runs import resolve_run
 
     runs = data_dir / "runs"
     assert resolve_run(str(runs / "pipelined-compile")).label == "pipelined+compile"

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis import db as db_mod
-from analysis import report
+from analysis.store import db as db_mod
+from analysis.render import report
 from analysis.api import load_and_analyse
 from analysis.cli import main
-from analysis.runs import Run
-from analysis.syncs import empty_syncs
+from analysis.readers.runs import Run
+from analysis.measures.syncs import empty_syncs
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"
@@ -152,7 +152,7 @@ def test_report_plot_errors_are_one_line(tmp_path):
 
 
 def test_the_benchmark_tiles_the_export_in_time_keeping_or_renumbering_steps(tmp_path):
-    from analysis.benchmark import DEFAULT_SOURCE, build
+    from analysis.study.benchmark import DEFAULT_SOURCE, build
 
     one = build(DEFAULT_SOURCE, 1, tmp_path / "one.sqlite")
     for repeat, steps in ((True, 20), (False, 60)):

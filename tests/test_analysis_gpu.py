@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis.readers import load_trace
-from analysis.summary import analyze
+from analysis.measures.summary import analyze
 
 pytestmark = pytest.mark.gpu
 

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from synth import SM, causes_trace, metrics_only_trace
 
 from analysis.cli import main
-from analysis.gpu_metrics import Series
-from analysis.plots import analysis_figure, plot_analysis
+from analysis.measures.gpu_metrics import Series
+from analysis.render.plots import analysis_figure, plot_analysis
 from analysis.readers import load_trace
-from analysis.summary import analyze, analyze_metrics
+from analysis.measures.summary import analyze, analyze_metrics
 
 DATA = Path(__file__).parent / "data"
 FUSED_METRICS = DATA / "runs" / "fused-metrics"

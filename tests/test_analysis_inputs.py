@@ -15,7 +15,7 @@ from synth import causes_trace
 
 from analysis.cli import main, split_pattern
 from analysis.readers import kineto, nsys, reader_for
-from analysis.runs import resolve_run
+from analysis.readers.runs import resolve_run
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from analysis.intervals import Coverage, clip, merge, union_ns, union_ns_by_group
+from analysis.measures.intervals import Coverage, clip, merge, union_ns, union_ns_by_group
 
 
 def arr(*values):

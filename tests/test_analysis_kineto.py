@@ -15,7 +15,7 @@ from synth_kineto import KinetoSynth, from_synth
 from analysis.cli import main
 from analysis.errors import TraceError
 from analysis.readers import kineto, load_trace, nsys, reader_for
-from analysis.summary import Options, analyze
+from analysis.measures.summary import Options, analyze
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 

@@ -12,7 +12,7 @@ from synth import TID, causes_trace
 
 from analysis.api import load_and_analyse
 from analysis.cli import main
-from analysis.perfetto import CAUSE_CNAMES, chrome_trace, lanes
+from analysis.render.perfetto import CAUSE_CNAMES, chrome_trace, lanes
 
 DATA = Path(__file__).parent / "data"
 

@@ -4,8 +4,8 @@ a step or a gap."""
 import numpy as np
 import pandas as pd
 
-from analysis.plots import MAX_BARS, binned_parts, gap_histogram, step_bins
-from analysis.summary import CAUSES
+from analysis.render.plots import MAX_BARS, binned_parts, gap_histogram, step_bins
+from analysis.measures.summary import CAUSES
 
 
 def test_steps_fall_in_runs_of_nearly_equal_size():
@@ -46,7 +46,7 @@ def _causes(tmp_path):
 
 
 def test_the_overview_bins_each_columns_time_into_busy_and_idle_by_cause(tmp_path):
-    from analysis.plots_timeline import binned_timeline, timeline_steps
+    from analysis.render.plots_timeline import binned_timeline, timeline_steps
 
     a = _causes(tmp_path)
     chosen, lo, hi = timeline_steps(a.steps)
@@ -63,7 +63,7 @@ def test_the_overview_bins_each_columns_time_into_busy_and_idle_by_cause(tmp_pat
 
 
 def test_the_zoom_frames_the_bubble_between_the_middle_steps(tmp_path):
-    from analysis.plots_timeline import zoom_window
+    from analysis.render.plots_timeline import zoom_window
 
     a = _causes(tmp_path)
     # The bubble is [60, 95); a period's median is 65, so the zoom reaches 9 ns either side:
@@ -73,7 +73,7 @@ def test_the_zoom_frames_the_bubble_between_the_middle_steps(tmp_path):
 
 
 def test_each_quantity_has_one_colour_and_one_word():
-    from analysis import palette
+    from analysis.render import palette
 
     colours = [palette.BUSY_COLOUR, *palette.CAUSE_COLOURS.values(),
                *palette.LEDGER_COLOURS.values(), palette.TRACED_COLOUR,
@@ -87,7 +87,7 @@ def test_each_quantity_has_one_colour_and_one_word():
 def test_a_figure_draws_the_twin_beside_the_traced_steps(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from analysis import plots
+    from analysis.render import plots
 
     a = _causes(tmp_path)
     seen = {}

@@ -1,4 +1,4 @@
-"""analysis/ranks.py on hand-built per-rank captures (tests/synth.py, rank_traces draws them)."""
+"""analysis/measures/ranks.py on hand-built per-rank captures (tests/synth.py, rank_traces draws them)."""
 
 import subprocess
 import sys
@@ -8,10 +8,10 @@ import pytest
 from synth import ALL_REDUCE, rank_traces
 
 from analysis.errors import TraceError
-from analysis.ranks import align, collective_waits, collectives, rank_table, slowest_ranks
+from analysis.measures.ranks import align, collective_waits, collectives, rank_table, slowest_ranks
 from analysis.readers import load_trace
 from analysis.readers.nsys import read_session_start_ns
-from analysis.summary import analyze
+from analysis.measures.summary import analyze
 
 
 def analyse(tmp_path, traces):

@@ -11,7 +11,7 @@ from synth import Synth
 
 from analysis.errors import TraceError
 from analysis.readers import load_trace, nsys
-from analysis.summary import analyze
+from analysis.measures.summary import analyze
 
 DATA_DIR = Path(__file__).parent / "data"
 

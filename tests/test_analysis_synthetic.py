@@ -7,8 +7,8 @@ from synth import PID, TID, Synth, causes_trace
 
 from analysis.errors import TraceError
 from analysis.readers import load_trace
-from analysis.summary import Options, analyze, median, p90
-from analysis.trace import strip_api_suffix
+from analysis.measures.summary import Options, analyze, median, p90
+from analysis.readers.trace import strip_api_suffix
 
 
 def analyse(tmp_path, synth: Synth, name: str = "t.sqlite", **options):

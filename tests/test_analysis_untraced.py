@@ -13,7 +13,7 @@ from synth import causes_trace
 from analysis.cli import main
 from analysis.errors import TraceError
 from analysis.readers.untraced import FORMAT, read_untraced_steps
-from analysis.twin import per_step, untraced_summary
+from analysis.measures.untraced import per_step, untraced_summary
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"

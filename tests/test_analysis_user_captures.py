@@ -10,8 +10,8 @@ import pytest
 from conftest import DATA_DIR
 
 from analysis.readers import load_trace
-from analysis.steps import INFER
-from analysis.summary import Options, analyze
+from analysis.measures.steps import INFER
+from analysis.measures.summary import Options, analyze
 
 USER = DATA_DIR / "user"
 FORWARD = r"GPT2LMHeadModel\.forward$"

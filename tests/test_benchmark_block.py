@@ -1,8 +1,8 @@
-"""`python -m analysis.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says when,
+"""`python -m analysis.study.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says when,
 under what load, against which nsys, and the range of every output against nsys's time."""
 
-from analysis.benchmark import BY, block_text
-from analysis.study_publish import GEN_END, gen_start, put_generated
+from analysis.study.benchmark import BY, block_text
+from analysis.study.publish import GEN_END, gen_start, put_generated
 
 
 def test_the_block_gives_each_median_its_runs_and_the_range_against_nsys():

@@ -1,11 +1,11 @@
-"""analysis.capture is lib.sh's rules in Python (pip installs no scripts/): the two agree."""
+"""analysis.capture.nsys is lib.sh's rules in Python (pip installs no scripts/): the two agree."""
 
 import os
 
 import pytest
 from test_scripts import fake_nsys_at, lib_sh, make_env, path_without_nsys
 
-from analysis import capture
+from analysis.capture import nsys as capture
 
 
 def test_metrics_flags_are_lib_sh_metrics_flags(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.readers import load_trace
-from analysis.summary import analyze
+from analysis.measures.summary import analyze
 
 pytestmark = pytest.mark.gpu
 

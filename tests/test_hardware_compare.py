@@ -1,4 +1,4 @@
-"""`gapscope compare` of runs with GPU metrics (analysis/hardware.py): captures of metrics alone
+"""`gapscope compare` of runs with GPU metrics (analysis/render/hardware.py): captures of metrics alone
 get the hardware table only, traced ones both tables; values worked out by hand."""
 
 import json
@@ -104,7 +104,7 @@ def test_the_hardware_plot(tmp_path, data_dir):
 def test_the_hardware_figure_draws_each_run_a_row_of_bars():
     import pandas as pd
 
-    from analysis.plots import hardware_figure
+    from analysis.render.plots import hardware_figure
 
     table = pd.DataFrame({
         "config_label": [None, "b-config"], "label": ["a", "b"],

@@ -1,4 +1,4 @@
-"""analysis/kernels.py: the class of each kernel name found in the study's captures, and the
+"""analysis/measures/kernels.py: the class of each kernel name found in the study's captures, and the
 per-class table on a hand-made frame and on the graphed capture."""
 
 from pathlib import Path
@@ -6,11 +6,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.kernels import classify, kernel_table, op_names
+from analysis.measures.kernels import classify, kernel_table, op_names
 from analysis.readers import load_trace
 from analysis.readers.nsys import read_full_names
-from analysis.summary import analyze
-from analysis.trace import KERNEL, MEMCPY
+from analysis.measures.summary import analyze
+from analysis.readers.trace import KERNEL, MEMCPY
 
 GRAPHED = Path(__file__).parent / "data" / "runs" / "graphed" / "capture.sqlite"
 
@@ -117,7 +117,7 @@ def test_kernel_table_on_the_graphed_capture_sums_to_the_op_records():
 
 
 def test_the_whole_step_row_is_the_floor_bytes_over_the_period():
-    from analysis.kernels import STEP_ROW, step_row
+    from analysis.measures.kernels import STEP_ROW, step_row
 
     row = step_row(bytes_per_step=600e6, period_ns=1e6, copy_bytes_per_s=3e12)
     assert row["class"] == STEP_ROW and row["time_ns_per_step"] == 1e6

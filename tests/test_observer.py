@@ -1,4 +1,4 @@
-"""The profiler's share from an overhead.sh sweep (analysis/observer.py, analysis/overhead.py) and
+"""The profiler's share from an overhead.sh sweep (analysis/study/observer.py, analysis/study/overhead.py) and
 the RESULTS part `gapscope study --part observer` rewrites; built from the bundled captures with
 hand-made untraced files whose medians are worked out below."""
 
@@ -10,8 +10,9 @@ import golden
 import pytest
 from click.testing import CliRunner
 
-from analysis import observer, overhead
-from analysis.study import PART_END, PART_START, main
+from analysis.study import observer
+from analysis.study import overhead
+from analysis.study.results import PART_END, PART_START, main
 
 RUNS = Path(__file__).parent / "data" / "runs"
 
@@ -107,7 +108,7 @@ def test_study_part_observer_rewrites_only_its_part(sweep_dir, tmp_path):
 
 
 def test_the_bubble_figure_draws_each_bubble_beside_its_twin_in_us(sweep_dir):
-    from analysis.plots import bubbles_figure
+    from analysis.render.plots import bubbles_figure
 
     (ax,) = bubbles_figure(observer.sweep(sweep_dir), 8).axes
     heights = [[bar.get_height() for bar in bars] for bars in ax.containers]

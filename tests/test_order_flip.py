@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from test_analysis_untraced import PIPELINED, STATIC, steady, write_twin
 
 from analysis.cli import main
-from analysis.compare import order_flips
+from analysis.render.compare import order_flips
 
 
 def table(rows: list) -> pd.DataFrame:

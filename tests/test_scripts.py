@@ -618,7 +618,7 @@ def test_profile_all_goes_past_a_failing_variant_and_reports_it(tmp_path, captur
 
 DOCTOR_WITHOUT_TORCH = (
     "import sys; sys.modules['torch'] = None; sys.argv[0] = 'doctor'; "
-    "from harness.doctor import doctor; doctor()"
+    "from analysis.capture.doctor import doctor; doctor()"
 )
 
 
@@ -718,7 +718,7 @@ def test_doctor_on_a_gpu_machine_is_all_ok(tmp_path):
     env = real_nsys_env(tmp_path)
     env["PYTHONPATH"] = with_root_on_path(env)
     result = subprocess.run(
-        [PY, "-m", "harness.doctor", "--traces-dir", str(tmp_path)],
+        [PY, "-m", "analysis.capture.doctor", "--traces-dir", str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,

@@ -1,11 +1,11 @@
-"""analysis.sqlite_image: database files written in numpy read back by SQLite as written."""
+"""analysis.store.sqlite_image: database files written in numpy read back by SQLite as written."""
 
 import sqlite3
 
 import numpy as np
 import pytest
 
-from analysis.sqlite_image import rowid_range, varint, write_table
+from analysis.store.sqlite_image import rowid_range, varint, write_table
 
 
 def read(path, sql):

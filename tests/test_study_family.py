@@ -1,4 +1,4 @@
-"""Study part `family` (analysis/study_family.py): the ladder of another model family at
+"""Study part `family` (analysis/study/family.py): the ladder of another model family at
 several batches, from hand-made benches and from the real Llama run of docs/llama-20261201."""
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 import golden
 from click.testing import CliRunner
 
-from analysis.study import main
-from analysis.study_family import ladder_benches, ladder_table
+from analysis.study.results import main
+from analysis.study.family import ladder_benches, ladder_table
 
 LLAMA = Path(__file__).parent.parent / "docs" / "llama-20261201"
 

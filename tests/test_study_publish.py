@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analysis.study import main
-from analysis.study_publish import GEN_END, documents, gen_start, put_generated
-from analysis.study_text import pct_span, span, verdict, wrap
+from analysis.study.results import main
+from analysis.study.publish import GEN_END, documents, gen_start, put_generated
+from analysis.study.text import pct_span, span, verdict, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def test_the_published_documents_are_made_again_from_the_committed_runs(monkeypa
     for path, text in documents(Path("."), None).items():
         committed = (ROOT / path).read_text()
         assert committed == text, (
-            f"{path} is not what the committed runs make (python -m analysis.study_publish "
+            f"{path} is not what the committed runs make (python -m analysis.study.publish "
             f"writes it):\n{first_difference(path, text, committed)}")
 
 

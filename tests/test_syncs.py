@@ -1,5 +1,5 @@
 """The syncs table: each blocking call inside the steps, by the Python line its mark names
-(analysis/syncs.py), worked out by hand on tests/synth.py's syncs_trace and on small joins."""
+(analysis/measures/syncs.py), worked out by hand on tests/synth.py's syncs_trace and on small joins."""
 
 import json
 import sqlite3
@@ -11,9 +11,9 @@ from synth import PID, TID, Synth, causes_trace, global_tid, syncs_trace
 
 from analysis.cli import main
 from analysis.readers import load_trace
-from analysis.report import to_markdown, to_text
-from analysis.summary import Options, analyze
-from analysis.syncs import COLUMNS, join_marks, outermost, parse_marks
+from analysis.render.report import to_markdown, to_text
+from analysis.measures.summary import Options, analyze
+from analysis.measures.syncs import COLUMNS, join_marks, outermost, parse_marks
 
 T = global_tid(PID, TID)
 
@@ -185,7 +185,7 @@ def test_text_names_the_top_lines_in_100_columns(tmp_path):
 
 
 def test_a_long_path_is_cut_from_its_start():
-    from analysis.report import _fit
+    from analysis.render.report import _fit
 
     line = _fit("    ", "/" + "d" * 200 + "/utils.py:2451 in _has_unfinished_sequences")
     assert len(line) == 100 and line.startswith("    …ddd")

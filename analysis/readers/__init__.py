@@ -1,4 +1,4 @@
-"""One reader per kind of capture, each turning its input into the same analysis.trace.Trace.
+"""One reader per kind of capture, each turning its input into the same analysis.readers.trace.Trace.
 
     nsys.py     an Nsight Systems SQLite export (`nsys export --type sqlite`), gzipped or not
     kineto.py   a torch.profiler trace (`prof.export_chrome_trace`, `.json` or `.json.gz`)

@@ -20,7 +20,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 
-from ..trace import empty_metrics
+from ..readers.trace import empty_metrics
 
 DEVICE_MASK = 0xFF
 

@@ -1,5 +1,5 @@
 """The Kineto reader: a torch.profiler Chrome trace (`prof.export_chrome_trace`, `.json` or
-`.json.gz`) into the in-memory Trace (analysis.trace), the same one the nsys reader makes.
+`.json.gz`) into the in-memory Trace (analysis.readers.trace), the same one the nsys reader makes.
 
     {"schemaVersion": 1, "baseTimeNanoseconds": ..., "traceEvents": [
       {"ph": "X", "cat": "kernel", "pid": DEVICE, "tid": STREAM, "ts": µs, "dur": µs,
@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..readers.nsys import match_launches
-from ..trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
+from ..readers.trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
 
 # Categories of GPU ops; the capitalised ones are older Kineto's names (HTA reads both).
 OP_CATEGORIES = {"kernel": KERNEL, "Kernel": KERNEL, "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,

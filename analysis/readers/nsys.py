@@ -1,4 +1,4 @@
-"""The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (analysis.trace).
+"""The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (analysis.readers.trace).
 
 The file is opened read-only (`mode=ro`): analysing a trace never changes its bytes.
 Required tables are checked first, with the nsys option that would have recorded them.
@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
-from ..trace import (
+from ..readers.trace import (
     BLOCKING_CALLS,
     GRAPH,
     GRAPH_LAUNCH_CALLS,

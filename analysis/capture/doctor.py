@@ -1,0 +1,329 @@
+"""`gapscope doctor`: can this machine run `make profile`? One line per check, with the fix.
+
+Imports no torch at module level: it must also speak on a machine without torch, GPU or nsys.
+nsys is found, and its flags taken, by analysis.capture.nsys (lib.sh's rules in Python, kept equal by
+tests), so doctor works pip-installed, without the scripts/ folder, from any directory.
+"""
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from . import nsys as capture
+
+NVTX_CAPTURE_ENV, NsysError = capture.NVTX_CAPTURE_ENV, capture.NsysError
+capture_flags, metrics_flags = capture.capture_flags, capture.metrics_flags
+check, check_gpu = capture.check, capture.check_gpu
+find_nsys, require_version = capture.find_nsys, capture.require_version
+
+MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
+WARN_FREE_BYTES = 5 << 30
+CAPTURE_TIMEOUT_S = 300
+
+# A second of matmuls inside cudaProfilerStart/Stop: the smallest capture shaped like the harness'.
+PROBE = """
+import torch
+x = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+for _ in range(50):
+    x = torch.tanh(x @ x)
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+"""
+# The metrics capture's window is an NVTX range (analysis.capture.nsys.metrics_flags), as the harness
+# opens around its window's steps.
+METRICS_PROBE = """
+import nvtx
+import torch
+x = torch.randn(1024, 1024, device="cuda")
+torch.cuda.synchronize()
+nvtx.push_range("gapscope window")
+for _ in range(50):
+    x = torch.tanh(x @ x)
+torch.cuda.synchronize()
+nvtx.pop_range()
+"""
+KERNEL_COUNT_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+METRICS_COUNT_SQL = "SELECT count(*) FROM GPU_METRICS"
+METRICS_PROBE_HZ = "10000"
+# What nsys and the driver say when the GPU's performance counters are for admin users only.
+DENIED = re.compile(r"privilege|ERR_NVGPUCTRPERM|RestrictProfilingToAdminUsers|permission", re.I)
+METRICS_DEVICE = re.compile(r"^\s*(\d+):\s*(.+?)\s*$")
+PERMISSION_FIX = (
+    "let every user read the GPU counters: `options nvidia NVreg_RestrictProfilingToAdminUsers=0` "
+    "in /etc/modprobe.d/, then reload the driver or reboot (or profile as root); "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
+
+
+def check_torch() -> dict:
+    try:
+        import torch
+    except ImportError:
+        return check(
+            "FAIL",
+            "torch",
+            f"not importable by {sys.executable}",
+            "`make install` (or pip install -e '.[harness]')",
+        )
+    if torch.version.cuda is None:
+        return check(
+            "FAIL",
+            "torch",
+            f"{torch.__version__} is a CPU-only build",
+            "install a CUDA build of torch before `make install`: it keeps yours",
+        )
+    if not torch.cuda.is_available():
+        version = f"{torch.__version__} (CUDA {torch.version.cuda})"
+        return check(
+            "FAIL",
+            "torch",
+            f"{version} sees no GPU",
+            f"check that the driver supports CUDA {torch.version.cuda}, and CUDA_VISIBLE_DEVICES",
+        )
+    return check("OK", "torch", f"{torch.__version__}, CUDA {torch.version.cuda}")
+
+
+def check_nsys() -> dict:
+    """The nsys profile.sh would use, in `path` when it is usable."""
+    try:
+        nsys = find_nsys()
+        require_version(nsys)
+    except NsysError as e:
+        return check("FAIL", "nsys", str(e))  # the message names the fix
+    return check("OK", "nsys", nsys.note.removeprefix("using "), path=nsys.path)
+
+
+def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
+    if nsys is None or not gpu_ok:
+        return check(
+            "FAIL",
+            "capture",
+            "not tried: it needs the GPU, torch and nsys above",
+            "fix the lines above first",
+        )
+    flags = capture_flags("cuda,nvtx")
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
+        out = Path(tmp) / "probe"
+        profile = [nsys, "profile", *flags, "-o", str(out), sys.executable, "-c", PROBE]
+        try:
+            ran = subprocess.run(profile, capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return check(
+                "FAIL",
+                "capture",
+                f"nsys profile took over {CAPTURE_TIMEOUT_S} s",
+                "run the printed flags by hand: `nsys profile --sample=none "
+                "--cpuctxsw=none` on a short CUDA program",
+            )
+        said = (ran.stdout + ran.stderr).strip().splitlines()[-1:] or ["no output"]
+        rep, qdstrm, db = (out.with_suffix(s) for s in (".nsys-rep", ".qdstrm", ".sqlite"))
+        if not rep.exists() and qdstrm.exists():
+            return check(
+                "FAIL",
+                "capture",
+                "nsys captured a .qdstrm but could not import it",
+                "its importer (QdstrmImporter) is missing or lacks a library "
+                "(e.g. libdw.so.1): install the full Nsight Systems",
+            )
+        if not rep.exists():
+            return check(
+                "FAIL",
+                "capture",
+                f"nsys wrote no capture (exit {ran.returncode}): {said[0]}",
+                "run `nsys profile` by hand on a CUDA program to see why",
+            )
+        try:
+            exported = subprocess.run(
+                [nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
+                capture_output=True,
+                text=True,
+                timeout=CAPTURE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            return check("FAIL", "capture", f"nsys export took over {CAPTURE_TIMEOUT_S} s",
+                         "run `nsys export --type sqlite` by hand on a short capture")
+        if exported.returncode != 0 or not db.exists():
+            return check(
+                "FAIL",
+                "capture",
+                f"nsys export to SQLite failed (exit {exported.returncode})",
+                "use an nsys whose export works (see above)",
+            )
+        with sqlite3.connect(db) as con:
+            try:
+                kernels = con.execute(KERNEL_COUNT_SQL).fetchone()[0]
+            except sqlite3.OperationalError:
+                kernels = 0
+    seconds = time.monotonic() - t0
+    if kernels == 0:
+        return check(
+            "FAIL",
+            "capture",
+            "the SQLite export holds no CUDA kernel",
+            "try `nsys profile --trace=cuda` on a CUDA program by hand",
+        )
+    return check(
+        "OK", "capture", f"captured, imported and exported {kernels} kernels in {seconds:.0f} s"
+    )
+
+
+def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
+    """Can `profile.sh --metrics` sample GPU metrics? A WARN, never a FAIL: the CUDA capture
+    does not need them."""
+    if nsys is None:
+        return check("WARN", "metrics", "not tried: it needs nsys", "fix the nsys line above")
+    try:
+        listed = subprocess.run([nsys, "profile", "--gpu-metrics-devices=help"],
+                                capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return check("WARN", "metrics", "`nsys profile --gpu-metrics-devices=help` took over 60 s",
+                     "run it by hand to see why")
+    said = (listed.stdout + listed.stderr).strip()
+    if DENIED.search(said):
+        return check("WARN", "metrics", "nsys may not read the GPU's performance counters "
+                     "(insufficient privilege)", PERMISSION_FIX)
+    devices = [m.group(1) for line in said.splitlines() if (m := METRICS_DEVICE.match(line))]
+    if not devices:
+        last = [line.strip() for line in said.splitlines()[-1:]] or ["no output"]
+        return check("WARN", "metrics", f"nsys lists no GPU that can sample metrics: {last[0]}",
+                     "GPU metrics need a Turing or newer GPU and a recent driver; see "
+                     "`nsys profile --gpu-metrics-devices=help`")
+    if not (capture and gpu_ok):
+        return check("OK", "metrics", f"nsys can sample GPU metrics on GPU {', '.join(devices)}")
+    try:
+        return _metrics_capture(nsys)
+    except subprocess.TimeoutExpired as e:
+        return check("WARN", "metrics", f"`nsys {e.cmd[1]}` of the metrics probe took over "
+                     f"{CAPTURE_TIMEOUT_S} s", "run `profile.sh --metrics` by hand to see why")
+
+
+def _metrics_capture(nsys: str) -> dict:
+    """A second of the probe under `profile.sh --metrics`' flags: were samples written?"""
+    flags = metrics_flags("0", METRICS_PROBE_HZ)
+    with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
+        out = Path(tmp) / "metrics"
+        ran = subprocess.run([nsys, "profile", *flags, "-o", str(out), sys.executable, "-c",
+                              METRICS_PROBE], capture_output=True, text=True,
+                             timeout=CAPTURE_TIMEOUT_S, env=os.environ | NVTX_CAPTURE_ENV)
+        said = (ran.stdout + ran.stderr).strip()
+        rep, db = out.with_suffix(".nsys-rep"), out.with_suffix(".sqlite")
+        if rep.exists():
+            subprocess.run([nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
+                           capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
+        samples = 0
+        if db.exists():
+            with sqlite3.connect(db) as con:
+                try:
+                    samples = con.execute(METRICS_COUNT_SQL).fetchone()[0]
+                except sqlite3.OperationalError:
+                    samples = 0
+    if samples:
+        return check("OK", "metrics", f"sampled {samples} GPU metric values on GPU 0 in a probe")
+    if DENIED.search(said):
+        return check("WARN", "metrics", "the probe sampled no GPU metrics: insufficient "
+                     "privilege", PERMISSION_FIX)
+    last = said.splitlines()[-1:] or ["no output"]
+    return check("WARN", "metrics", f"the probe sampled no GPU metrics: {last[0]}",
+                 f"{PERMISSION_FIX}; or another profiler holds the counters")
+
+
+def check_perf() -> dict:
+    path = Path("/proc/sys/kernel/perf_event_paranoid")
+    if not path.exists():
+        return check(
+            "WARN",
+            "perf",
+            f"{path} not found (not Linux?)",
+            "nsys' CPU sampling needs Linux; make profile does not sample",
+        )
+    level = int(path.read_text())
+    if level > 2:
+        return check(
+            "WARN",
+            "perf",
+            f"perf_event_paranoid is {level}: nsys cannot sample the CPU",
+            "make profile does not sample; for --sample, "
+            "`sudo sysctl kernel.perf_event_paranoid=2`",
+        )
+    return check("OK", "perf", f"perf_event_paranoid is {level}")
+
+
+def check_disk(traces: Path) -> dict:
+    existing = next(p for p in (traces, *traces.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    detail = f"{free / 2**30:.1f} GiB free under {traces}"
+    if free < MIN_FREE_BYTES:
+        return check("FAIL", "disk", detail, "free at least 1 GiB (old runs are in traces/)")
+    if free < WARN_FREE_BYTES:
+        return check("WARN", "disk", detail, "a capture without --sample=none can take 2 GB")
+    return check("OK", "disk", detail)
+
+
+def safely(run, *args) -> dict:
+    """A check that crashes still gets its line: doctor is what people run when things break."""
+    try:
+        return run(*args)
+    except Exception as e:
+        name = run.__name__.removeprefix("check_")
+        return check("FAIL", name, f"the check itself failed: {type(e).__name__}: {e}")
+
+
+def run_checks(traces: Path, capture: bool) -> list[dict]:
+    gpu, torch_, nsys = safely(check_gpu), safely(check_torch), safely(check_nsys)
+    checks = [gpu, torch_, nsys]
+    gpu_ok = gpu["status"] == "OK" and torch_["status"] == "OK"
+    if capture:
+        checks.append(safely(check_capture, nsys.get("path"), gpu_ok))
+    checks.append(safely(check_metrics, nsys.get("path"), gpu_ok, capture))
+    return [*checks, safely(check_perf), safely(check_disk, traces)]
+
+
+def format_check(c: dict) -> str:
+    fix = f"  fix: {c['fix']}" if c["fix"] and c["status"] != "OK" else ""
+    return f"{c['status']:<4}  {c['name']:<7}  {c['detail']}{fix}"
+
+
+@click.command()
+@click.option(
+    "--traces-dir",
+    type=click.Path(path_type=Path),
+    default=lambda: os.environ.get("TRACES_DIR") or "traces",
+    show_default="$TRACES_DIR or ./traces",
+    help="Where captures go (profile.sh and gapscope profile write runs there).",
+)
+@click.option(
+    "--capture/--no-capture",
+    default=True,
+    show_default=True,
+    help="Try a real nsys capture, import and export (about 20 s on a GPU).",
+)
+def doctor(traces_dir: Path, capture: bool) -> None:
+    """Check that this machine can run `make profile`: GPU and driver, torch with CUDA, nsys and
+    its capture -> import -> SQLite export chain, GPU metrics sampling (`profile.sh --metrics`),
+    perf_event_paranoid, free disk.
+
+    One line per check: OK, WARN or FAIL, the detail, and for a FAIL the fix. Exits 1 when a
+    check that `make profile` needs fails (WARN lines do not count).
+
+    Example: gapscope doctor --no-capture
+    """
+    checks = run_checks(traces_dir, capture)
+    for c in checks:
+        click.echo(format_check(c))
+    if any(c["status"] == "FAIL" for c in checks):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    doctor()

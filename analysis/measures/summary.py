@@ -1,0 +1,258 @@
+"""The whole analysis of one trace, device by device (METRICS.md), and its summary numbers."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceError
+from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
+from ..measures.gpu_metrics import with_step_metrics
+from ..measures.intervals import Coverage
+from ..measures.steps import (
+    DEFAULT_CHECK_PATTERN,
+    DEFAULT_STEP_PATTERN,
+    assign_steps,
+    compile_pattern,
+    host_steps,
+    match_ranges,
+    step_ranges,
+    step_table,
+)
+from ..measures.streams import check_cover, stream_table, window_busy_ns
+from ..measures.syncs import empty_syncs, sync_table
+from ..readers.trace import GRAPH, Trace, op_names
+
+LEDGER = ("wait_ns", "host_ns", "launch_ns")
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to analyse: the NVTX patterns for steps and stop checks, and which device."""
+
+    step_pattern: str = DEFAULT_STEP_PATTERN
+    check_pattern: str = DEFAULT_CHECK_PATTERN
+    device: int | None = None
+
+
+@dataclass(frozen=True)
+class DeviceAnalysis:
+    device: int
+    summary: dict
+    steps: pd.DataFrame
+    gaps: pd.DataFrame
+    streams: pd.DataFrame
+    pairs: pd.DataFrame
+    checks: pd.DataFrame
+    ops: pd.DataFrame
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
+
+
+def median(values) -> float | None:
+    """Median (mean of the two middle values for an even count); None when empty."""
+    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
+    return float(np.median(v)) if len(v) else None
+
+
+def p90(values) -> float | None:
+    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
+    return float(np.percentile(v, 90)) if len(v) else None
+
+
+def analyze(trace: Trace, options: Options = Options()) -> list:
+    """One DeviceAnalysis per device that ran ops of the steps (or the one asked for)."""
+    steps, origin = step_ranges(trace, options.step_pattern)
+    checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
+    ops = trace.ops.assign(step=assign_steps(trace.ops, steps))
+    devices = sorted(int(d) for d in ops.loc[ops["step"] >= 0, "device"].unique())
+    if not devices:
+        raise TraceError(
+            f"{trace.path}: no GPU op was launched inside a step range "
+            f"({len(steps)} steps match '{options.step_pattern}'); check the steps pattern "
+            "(--steps / steps=)"
+        )
+    if options.device is not None:
+        if options.device not in devices:
+            raise TraceError(f"device {options.device} (--device / device=): the steps ran "
+                             f"on devices {devices}")
+        devices = [options.device]
+    return [
+        analyze_device(d, _device_ops(ops, d), steps, checks, trace, origin)
+        for d in devices
+    ]
+
+
+def _device_ops(ops: pd.DataFrame, device: int) -> pd.DataFrame:
+    mine = ops["device"].to_numpy() == device
+    return ops if mine.all() else ops[mine].reset_index(drop=True)
+
+
+def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: pd.DataFrame,
+                   trace: Trace, origin: dict) -> DeviceAnalysis:
+    """One device's analysis; `origin`: where the steps came from (steps.step_ranges)."""
+    busy = Coverage(ops["start"].to_numpy(), ops["end"].to_numpy())
+    table = step_table(steps, ops, busy)
+    on_device = steps[table["op_records"].to_numpy() > 0]
+    table = table[table["op_records"] > 0].reset_index(drop=True)
+    window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
+    gaps = split_gaps(find_gaps(ops, window), trace.blocking)
+    position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
+    table = with_idle_by_step(table, gaps, position)
+    gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
+    per_stream, pairs, concurrent = stream_table(ops, window)
+    cover = check_cover(checks, busy, window)
+    summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
+                        cover, ops, origin)
+    summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
+    table, summary["gpu_metrics"] = with_step_metrics(
+        table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
+        _peak(trace, device), "gpu span")
+    syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
+    return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops, syncs)
+
+
+def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
+    """How the steps' CUDA graph work was recorded (METRICS.md, `cuda_graph_trace`): whole
+    executions (GRAPH ops), or node by node (other ops launched by a graph launch call, which
+    their kernels name through its correlation id)."""
+    whole = ops["kind"].to_numpy() == GRAPH
+    # Same correlation id and thread as a graph launch call; the ids first, a cheap filter
+    # that leaves only a graphed capture's ops to match on both.
+    nodes = (np.isin(ops["corr"].to_numpy(), graph_launches["corr"].to_numpy()) & ~whole
+             & (ops["tid"].to_numpy() >= 0))
+    if nodes.any():
+        key = ["tid", "corr"]
+        launched = ops.loc[nodes, key].merge(graph_launches[key].drop_duplicates(), how="left",
+                                             indicator=True)
+        nodes[nodes] = launched["_merge"].to_numpy() == "both"
+    kind = {(True, True): "mixed", (True, False): "graph", (False, True): "node",
+            (False, False): "none"}[(bool(whole.any()), bool(nodes.any()))]
+    return {
+        "cuda_graph_trace": kind,
+        "graph_executions": int(whole.sum()),
+        "graph_execs": int(ops.loc[whole, "name_id"].nunique()),
+        "graph_node_ops": int(nodes.sum()),
+    }
+
+
+def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
+    """The gaps as a DataFrame: the step each falls in, the cause by name, the next op's name."""
+    out = {"step": step}
+    out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
+    out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
+    out["next_op"] = op_names(gaps["next_kind"], gaps["next_name_id"], strings)
+    # The columns as they are (copy=False: not stacked into one block, 0.2 s a million gaps).
+    return pd.DataFrame(out, copy=False)
+
+
+def with_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> pd.DataFrame:
+    """The table with the gaps inside each step's period (`position`: the table row of each gap),
+    by ledger part, as idle_* columns: with the busy time, they fill the period."""
+    return table.assign(**{
+        f"idle_{part}": pd.Series(gaps[part]).groupby(position).sum()
+        .reindex(range(len(table)), fill_value=0).to_numpy()
+        for part in LEDGER})
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise AssertionError(f"gapscope bug: {what}")
+
+
+def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tuple, busy_ns: int,
+              concurrent: int, cover: pd.DataFrame, ops: pd.DataFrame, origin: dict) -> dict:
+    window_ns = window[1] - window[0]
+    idle_ns = window_ns - busy_ns
+    codes = gaps["cause"].cat.codes.to_numpy()
+    gap_ns = gaps["gap_ns"].to_numpy()
+    by_cause = {c: int(gap_ns[codes == i].sum()) for i, c in enumerate(CAUSES)}
+    ledger = {part: int(gaps[part].sum()) for part in LEDGER}
+    _check(int(gaps["gap_ns"].sum()) == idle_ns, "gaps do not add up to the idle time")
+    _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")
+    _check(sum(ledger.values()) == idle_ns, "the idle ledger does not add up to the idle time")
+    _check(bool((gaps[list(LEDGER)].to_numpy() >= 0).all()), "a negative ledger part")
+    _check(not (table["period_ns"].dropna() < 0).any(), "a negative step period")
+    return {
+        "device": device,
+        "steps": len(table),
+        "steps_from": origin["steps_from"],
+        "steps_inferred_by": origin["steps_inferred_by"],
+        "threads": int(table["thread"].nunique()),
+        "window_ns": window_ns,
+        "busy_ns": busy_ns,
+        "idle_ns": idle_ns,
+        "gpu_util": busy_ns / window_ns if window_ns else None,
+        "step_cpu_ns_median": median(table["cpu_ns"]),
+        "period_ns_median": median(table["period_ns"]),
+        "busy_ns_median": median(table["busy_ns"]),
+        "bubble_ns_median": median(table["bubble_ns"]),
+        "bubble_ns_p90": p90(table["bubble_ns"]),
+        "intra_idle_ns_median": median(table["intra_idle_ns"]),
+        "idle_ns_by_cause": by_cause,
+        "idle_ledger": ledger,
+        "gaps": len(gaps),
+        "concurrent_ns": concurrent,
+        "check_cover_median": median(cover["cover"]),
+        # Only what the trace shows: the share of the window the GPU sat idle on a sync. Not
+        # what hiding the sync would buy (METRICS.md: the untraced bubble and a measured pair).
+        "sync_idle_share": by_cause["sync"] / window_ns if window_ns else None,
+        "ops": int(table["ops"].sum()),
+        "unattributed_ops": int((ops["step"] < 0).sum()),
+        "ops_without_launch_call": int((ops["call_start"] < 0).sum()),
+        "streams": int(ops["stream"].nunique()),
+    }
+
+
+def _peak(trace: Trace, device: int) -> tuple:
+    return trace.dram_peaks.get(device, (None, "unknown: no peak DRAM bandwidth for the device"))
+
+
+@dataclass(frozen=True)
+class MetricsAnalysis:
+    """A capture of GPU metrics without a CUDA trace: per-step metrics over the NVTX ranges,
+    no ops, so no gaps, streams or stop-check cover (`gaps` and `streams` are empty, so code
+    that takes any analysis needs no special case to read them)."""
+
+    device: int
+    summary: dict
+    steps: pd.DataFrame
+    gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
+
+
+def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
+    """One MetricsAnalysis per device that sampled metrics (or the one asked for). A step is its
+    NVTX range on the host clock: nsys samples on the same clock, and without a CUDA trace the
+    GPU span of a step is unknown, so the metrics of a step include its launch latency."""
+    steps, origin = step_ranges(trace, options.step_pattern)
+    devices = sorted(int(d) for d in trace.gpu_metrics["device"].unique())
+    if options.device is not None:
+        if options.device not in devices:
+            raise TraceError(f"device {options.device} (--device / device=): GPU metrics "
+                             f"were sampled on {devices}")
+        devices = [options.device]
+    out = []
+    for device in devices:
+        table = host_steps(steps)
+        window = (int(table["cpu_start"].min()), int(table["cpu_end"].max()))
+        table, metrics = with_step_metrics(table, trace.gpu_metrics, device, "cpu_start",
+                                           "cpu_end", window, _peak(trace, device), "nvtx range")
+        if metrics is None:
+            raise TraceError(
+                f"{trace.path}: device {device} sampled none of the GPU metrics gapscope reads "
+                "(GR Active, SMs Active, DRAM Read Bandwidth ...): profile with "
+                "`--gpu-metrics-devices=N` and the default metric set"
+            )
+        summary = {
+            "device": device,
+            "cuda_trace": False,
+            "steps": len(table),
+            "steps_from": origin["steps_from"],
+            "threads": int(table["thread"].nunique()),
+            "window_ns": window[1] - window[0],
+            "step_cpu_ns_median": median(table["cpu_ns"]),
+            "gpu_metrics": metrics,
+        }
+        out.append(MetricsAnalysis(device, summary, table))
+    return out

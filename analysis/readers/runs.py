@@ -1,0 +1,143 @@
+"""A trace to analyse: a `.sqlite` export, or a run directory (`capture.sqlite` + `run.json`)."""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import TraceError
+from ..readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
+
+TRACE_NAME = "capture.sqlite"
+# The export gzipped, read as it is (readers.load_gzipped_export), where no plain one is.
+GZIPPED_TRACE_NAME = TRACE_NAME + ".gz"
+# A torch.profiler capture of the run (scripts/profile.sh --kineto), used where no export is.
+KINETO_NAMES = ("kineto.json.gz", "kineto.json")
+RUN_INFO_NAME = "run.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    trace_path: Path
+    label: str
+    info: dict = field(default_factory=dict)
+    # The untraced twin's per-step timeline (analysis.readers.untraced), where the run has one.
+    untraced_steps: Path | None = None
+
+    def traced_ms_per_step(self) -> float | None:
+        return _number(self.info, "timing", "ms_per_step")
+
+    def untraced_ms_per_step(self) -> float | None:
+        return _number(self.info, "untraced", "ms_per_step_median")
+
+
+def _number(info: dict, *keys: str) -> float | None:
+    value = info
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _read_info(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(f"{path}: not readable JSON ({e}); fix or remove it") from None
+    return info if isinstance(info, dict) else {}
+
+
+def is_run_dir(directory: Path) -> bool:
+    """A directory that holds a trace (or the capture to export one from): what find_trace
+    takes, as opposed to a directory of run directories."""
+    return (any(directory.glob("*.sqlite")) or any(directory.glob("*.sqlite.gz"))
+            or any((directory / n).is_file() for n in KINETO_NAMES)
+            or (directory / "capture.nsys-rep").is_file())
+
+
+def find_trace(directory: Path) -> Path:
+    if (directory / TRACE_NAME).is_file():
+        return directory / TRACE_NAME
+    found = sorted(directory.glob("*.sqlite")) or sorted(directory.glob("*.sqlite.gz"))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        kineto = [directory / n for n in KINETO_NAMES if (directory / n).is_file()]
+        if kineto:
+            return kineto[0]
+    rep = directory / "capture.nsys-rep"
+    if not found and rep.is_file():
+        raise TraceError(
+            f"{directory}: holds capture.nsys-rep but no {TRACE_NAME}: export it with the nsys "
+            f"that captured it, `scripts/export.sh {rep}` (or `nsys export --type sqlite -o "
+            f"{directory / TRACE_NAME} {rep}`)"
+        )
+    what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
+    raise TraceError(
+        f"{directory}: a run directory needs {TRACE_NAME} ({what} there) or {KINETO_NAMES[0]}; "
+        "pass a .sqlite export, a torch.profiler trace or a run directory made by "
+        "scripts/profile.sh"
+    )
+
+
+# What a trace's name ends with, left out of its label (`torchprof.json.gz` is `torchprof`).
+TRACE_SUFFIXES = (".sqlite.gz", ".json.gz", ".sqlite", ".json", ".gz")
+
+
+def trace_stem(path: Path) -> str:
+    for suffix in TRACE_SUFFIXES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            return path.name.removesuffix(suffix)
+    return path.stem
+
+
+def resolve_run(arg: str) -> Run:
+    """The trace a command-line argument names, with run.json's contents and a label."""
+    path = Path(arg)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.is_dir():
+        trace = find_trace(path)
+        info = _read_info(path / RUN_INFO_NAME)
+        stem = path.resolve().name
+        home = path
+    else:
+        trace = path
+        in_run = path.name in (TRACE_NAME, GZIPPED_TRACE_NAME, *KINETO_NAMES)
+        info = _read_info(path.parent / RUN_INFO_NAME) if in_run else {}
+        stem = path.parent.resolve().name if in_run else trace_stem(path)
+        home = path.parent if in_run else None
+    config = info.get("config")
+    variant = config.get("variant") if isinstance(config, dict) else None
+    if variant and config.get("compile") not in (None, "none") and variant != "compiled":
+        variant = f"{variant}+compile"
+    label = str(variant) if variant else stem
+    twin = home / UNTRACED_STEPS_NAME if home is not None else None
+    twin = twin if twin is not None and twin.is_file() else None
+    if trace.name not in KINETO_NAMES:
+        return Run(trace, label, info, twin)
+    # The torch.profiler twin of a run: told apart from its nsys capture, timed by its own run.
+    own = info.get("kineto")
+    if isinstance(own, dict) and isinstance(own.get("timing"), dict):
+        info = {**info, "timing": own["timing"]}
+    return Run(trace, f"{label} (kineto)", info, twin)
+
+
+def unique_labels(runs: list) -> list:
+    """Labels, with the trace's directory or stem added where two runs share one, and a number
+    where even that repeats (the same run given twice)."""
+    labels = [r.label for r in runs]
+    tagged = []
+    for run, label in zip(runs, labels, strict=True):
+        if labels.count(label) > 1:
+            where = run.trace_path.resolve()
+            home = where.parent.name if where.name in (TRACE_NAME, GZIPPED_TRACE_NAME) \
+                else trace_stem(where)
+            label = f"{label} ({home})"
+        tagged.append(label)
+    seen = {}
+    out = []
+    for label in tagged:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if tagged.count(label) == 1 else f"{label} #{seen[label]}")
+    return out

@@ -1,0 +1,451 @@
+"""Variants side by side, with bootstrap confidence intervals on the per-step medians.
+
+A difference from the first run is "within noise" when the 95% interval of the difference of
+medians (steps resampled with replacement, seeded) contains zero.
+"""
+
+import json
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from ..render.report import by_thread, md_table, sync_note
+from ..measures.summary import CAUSES
+
+BOOTSTRAP_SAMPLES = 2000
+SEED = 20261130
+# Per-step columns whose medians are compared, and the summary key each one's median is.
+COMPARED = {"period_ns": "period_ns_median", "cpu_ns": "step_cpu_ns_median",
+            "bubble_ns": "bubble_ns_median"}
+
+
+def bootstrap_medians(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    picks = rng.integers(0, len(values), size=(BOOTSTRAP_SAMPLES, len(values)))
+    return np.median(values[picks], axis=1)
+
+
+def _values(steps: pd.DataFrame, column: str) -> np.ndarray:
+    return steps[column].dropna().to_numpy(dtype=np.float64)
+
+
+def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
+    """One row per run: headline numbers, CIs, difference from the first run, profiler overhead.
+    `analyses` holds one DeviceAnalysis per run (the device compared)."""
+    rng = np.random.default_rng(SEED)
+    boots = [{c: bootstrap_medians(v, rng) if len(v := _values(a.steps, c)) else None
+              for c in COMPARED} for a in analyses]
+    rows = []
+    for label, a, run, boot in zip(labels, analyses, runs, boots, strict=True):
+        s = a.summary
+        threads = by_thread(a.steps)
+        row = {"label": label, "device": a.device, "steps": s["steps"],
+               "steps_from": s.get("steps_from") or "nvtx", "threads": len(threads) or 1,
+               "period_ns_median_by_thread": (
+                   {str(k): v for k, v in threads["period_ns_median"].items()}
+                   if len(threads) else None),
+               "gpu_util": s["gpu_util"], "bubble_ns_p90": s["bubble_ns_p90"],
+               "sync_idle_share": s["sync_idle_share"]}
+        for column, key in COMPARED.items():
+            row[key] = s[key]
+            b, base = boot[column], boots[0][column]
+            row[f"{key}_ci"] = None if b is None else tuple(np.percentile(b, [2.5, 97.5]))
+            if b is None or base is None:
+                row[f"{key}_vs_first_ci"], row[f"{key}_within_noise"] = None, None
+            else:
+                lo, hi = np.percentile(b - base, [2.5, 97.5])
+                row[f"{key}_vs_first_ci"] = (float(lo), float(hi))
+                row[f"{key}_within_noise"] = bool(lo <= 0 <= hi)
+        for cause in CAUSES:
+            row[f"idle_{cause}_ns"] = s["idle_ns_by_cause"][cause]
+            # Per step: runs of 20 and 60 steps compare (the periods add up to the window).
+            row[f"idle_{cause}_ns_per_step"] = (s["idle_ns_by_cause"][cause] / s["steps"]
+                                               if s["steps"] else None)
+        traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
+        row["traced_ms_per_step"] = traced
+        row["untraced_ms_per_step"] = untraced
+        row["profiler_overhead"] = traced / untraced - 1 if traced and untraced else None
+        twin = s.get("untraced") or {}
+        for key in ("period_ns_median", "bubble_ns_median", "profiler_bubble_share",
+                    "profiler_bubble_share_within_noise"):
+            row[f"untraced_{key}"] = twin.get(key)
+        row["untraced_period_spread_ms"] = _twin_spread(twin)
+        row["untraced_bench_spread_ms"] = _bench_spread(run.info.get("untraced"))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["traced_rank"], table["untraced_rank"] = ranks(table)
+    return table
+
+
+def untraced_figure(table: pd.DataFrame) -> tuple:
+    """The untraced figure every run has, to rank them by: the twin's GPU period (events), else
+    the bench's ms/step (run.json); (None, None) where some run has neither."""
+    for key, scale, name in (("untraced_period_ns_median", 1e6, "events"),
+                             ("untraced_ms_per_step", 1.0, "bench")):
+        values = pd.to_numeric(table[key], errors="coerce")
+        if values.notna().all():
+            return values / scale, name
+    return None, None
+
+
+def ranks(table: pd.DataFrame) -> tuple:
+    """1 for the fastest, by the traced GPU period and by the untraced figure (None where a run
+    lacks one: a ranking of some runs would hide the others)."""
+    traced = pd.to_numeric(table["period_ns_median"], errors="coerce")
+    untraced, _ = untraced_figure(table)
+    if untraced is None or traced.isna().any():
+        return [None] * len(table), [None] * len(table)
+    return _rank(traced), _rank(untraced)
+
+
+def _rank(values: pd.Series) -> list:
+    return values.rank(method="min").astype(int).tolist()
+
+
+def _twin_spread(twin: dict) -> tuple | None:
+    """(min, max) in ms of the twin's per-run period medians (its runs, of every process that
+    overhead.sh merged); a list stored as JSON text by the database too."""
+    runs = twin.get("run_period_ns_medians")
+    if isinstance(runs, str):
+        runs = json.loads(runs)
+    runs = [x for x in runs or [] if x is not None]
+    return (min(runs) / 1e6, max(runs) / 1e6) if runs else None
+
+
+def _bench_spread(bench: dict | None) -> tuple | None:
+    """(min, max) in ms of the bench's untraced ms/step: its processes' medians where several
+    processes ran (overhead.sh), else its p10–p90 over the repeats of its one process."""
+    bench = bench or {}
+    procs = [x for x in bench.get("processes_ms_per_step") or [] if x is not None]
+    if len(procs) > 1:
+        return min(procs), max(procs)
+    lo, hi = bench.get("ms_per_step_p10"), bench.get("ms_per_step_p90")
+    return (lo, hi) if lo is not None and hi is not None else None
+
+
+def _apart(a, b) -> bool | None:
+    """Whether two (lo, hi) intervals are disjoint; None where either is missing."""
+    if not isinstance(a, tuple | list) or not isinstance(b, tuple | list):
+        return None
+    return a[1] < b[0] or b[1] < a[0]
+
+
+def order_flips(table: pd.DataFrame) -> list:
+    """One line per pair of runs that the traced GPU period orders one way and the untraced
+    figure the other (METRICS.md, "order flip"): `order flip:` where each order is outside its
+    noise (the traced periods' 95% CIs apart, and the untraced spreads over runs or processes
+    apart), else `within noise:`, with the reason on the lines under it."""
+    untraced, name = untraced_figure(table)
+    if untraced is None:
+        return []
+    traced = pd.to_numeric(table["period_ns_median"], errors="coerce") / 1e6
+    spread_key = "untraced_period_spread_ms" if name == "events" else "untraced_bench_spread_ms"
+    spreads = list(table[spread_key]) if spread_key in table else [None] * len(table)
+    cis = list(table["period_ns_median_ci"]) if "period_ns_median_ci" in table \
+        else [None] * len(table)
+    labels = list(table["label"])
+    lines = []
+    for i in range(len(table)):
+        for j in range(i + 1, len(table)):
+            dt, du = traced[i] - traced[j], untraced[i] - untraced[j]
+            if dt * du >= 0:
+                continue
+            fast, slow = (i, j) if dt < 0 else (j, i)
+            text = (f"{labels[fast]} < {labels[slow]} traced ({traced[fast]:.3f} vs "
+                    f"{traced[slow]:.3f} ms), untraced {untraced[fast]:.3f} vs "
+                    f"{untraced[slow]:.3f}")
+            traced_apart = _apart(*(None if cis[k] is None else (cis[k][0], cis[k][1])
+                                    for k in (fast, slow)))
+            untraced_apart = _apart(spreads[fast], spreads[slow])
+            if traced_apart and untraced_apart:
+                lines.append(f"order flip: {text} ({name})")
+                continue
+            why = []
+            if traced_apart is None:
+                why.append("no traced CI")
+            elif not traced_apart:
+                why.append("traced 95% CIs overlap")
+            if untraced_apart is None:
+                why.append("no untraced spread")
+            elif not untraced_apart:
+                why.append("untraced spreads overlap ({:.3f}–{:.3f} and {:.3f}–{:.3f} ms)".format(
+                    *spreads[fast], *spreads[slow]))
+            # The pair on the first line; the untraced figure's name and why, indented below.
+            lines.append(f"within noise: {text}\n" + textwrap.fill(
+                f"({name}) " + "; ".join(why), TEXT_WIDTH, initial_indent="  ",
+                subsequent_indent="  ", break_on_hyphens=False))
+    return lines
+
+
+def _median_ci(row: pd.Series, key: str, first: bool, scale: float, digits: int) -> str:
+    value, ci = row[key], row[f"{key}_ci"]
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "n/a"
+    text = f"{value / scale:.{digits}f} [{ci[0] / scale:.{digits}f}, {ci[1] / scale:.{digits}f}]"
+    if not first and row[f"{key}_within_noise"] is not None:
+        text += " ~" if row[f"{key}_within_noise"] else " *"
+    return text
+
+
+def _cis(series: list, firsts: list, key: str, scale: float, digits: int) -> list:
+    return [_median_ci(r, key, f, scale, digits) for r, f in zip(series, firsts, strict=True)]
+
+
+def _opt(value, fmt: str) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and np.isnan(value)) \
+        else format(value, fmt)
+
+
+def display_rows(table: pd.DataFrame) -> list:
+    """(metric, one string per run) rows, for the text and Markdown tables."""
+    firsts = [i == 0 for i in range(len(table))]
+    rows = table.to_dict("records")
+    series = [pd.Series(r) for r in rows]
+    out = [
+        ("steps", [str(r["steps"]) for r in rows]),
+        *_origin_rows(rows),
+        ("GPU period ms/step [95% CI]",
+         _cis(series, firsts, "period_ns_median", 1e6, 3)),
+        ("host step ms [95% CI]",
+         _cis(series, firsts, "step_cpu_ns_median", 1e6, 3)),
+        ("GPU busy", [_opt(r["gpu_util"], ".1%") for r in rows]),
+        ("bubble median µs [95% CI]",
+         _cis(series, firsts, "bubble_ns_median", 1e3, 1)),
+        ("bubble p90 µs", [_opt(None if r["bubble_ns_p90"] is None
+                                else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
+    ]
+    out += [(f"idle {c} ms/step", [_opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".3f")
+                                   for r in rows]) for c in CAUSES]
+    out.append(("sync idle share", [_opt(r["sync_idle_share"], ".1%") for r in rows]))
+    # From run.json where the harness and profile script recorded them; left out when no run has.
+    timing = [
+        ("traced ms/step (run.json)", [_opt(r["traced_ms_per_step"], ".2f") for r in rows]),
+        ("untraced ms/step (run.json)", [_opt(r["untraced_ms_per_step"], ".2f") for r in rows]),
+        ("profiler overhead", [_opt(r["profiler_overhead"], ".1%") for r in rows]),
+    ]
+    twin = [
+        ("untraced period ms (events)",
+         [_opt(_scaled(r["untraced_period_ns_median"], 1e6), ".3f") for r in rows]),
+        ("untraced bubble µs (events)",
+         [_opt(_scaled(r["untraced_bubble_ns_median"], 1e3), ".1f") for r in rows]),
+        # "noise": the twin's runs disagree by more than the profiler's effect (METRICS.md).
+        ("profiler's share of bubble",
+         ["noise" if _true(r.get("untraced_profiler_bubble_share_within_noise"))
+          else _opt(r["untraced_profiler_bubble_share"], ".1%") for r in rows]),
+        ("rank traced / untraced", [f"{r['traced_rank']} / {r['untraced_rank']}"
+                                    if r["untraced_rank"] is not None else "n/a" for r in rows]),
+    ]
+    return out + [(name, cells) for name, cells in timing + twin if set(cells) != {"n/a"}]
+
+
+# Where each run's steps came from, in a word (summary.steps_from).
+STEPS_FROM_WORD = {"nvtx": "NVTX", "function": "function", "profiler_step": "ProfilerStep",
+                   "inferred": "inferred"}
+
+
+def _origin_rows(rows: list) -> list:
+    """Where the steps came from, where some run's are not NVTX ranges; the threads and each
+    one's median GPU period, where some run has several threads with steps."""
+    out = []
+    if any(r.get("steps_from", "nvtx") != "nvtx" for r in rows):
+        out.append(("steps from", [STEPS_FROM_WORD.get(r.get("steps_from"), "NVTX")
+                                   for r in rows]))
+    if any((r.get("threads") or 1) > 1 for r in rows):
+        out.append(("threads", [str(r.get("threads") or 1) for r in rows]))
+        out.append(("period ms by thread", [_by_thread(r) for r in rows]))
+    return out
+
+
+def _by_thread(row: dict) -> str:
+    """Each thread's median GPU period, in the order of the threads' first steps."""
+    periods = row.get("period_ns_median_by_thread") or {"": row["period_ns_median"]}
+    return " / ".join(_opt(_scaled(v, 1e6), ".3f") for v in periods.values())
+
+
+def _true(value) -> bool:
+    """A flag as compare's table holds it: True, 1 or 1.0 (from the database); None or NaN
+    where the run has no twin."""
+    return bool(_scaled(value, 1))
+
+
+def _scaled(value, scale: float):
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) \
+        else value / scale
+
+
+LEGEND = ("~ within noise of the first run (95% bootstrap CI of the difference of medians "
+          "contains 0); * a difference beyond noise")
+
+
+# A terminal of 100 columns reads every table the CLI prints.
+TEXT_WIDTH = 100
+
+
+def _column_groups(widths: list, width: int | None) -> list:
+    """Run columns (1..n) in consecutive groups that fit `width` beside the metric column."""
+    groups, current, used = [], [], widths[0]
+    for i in range(1, len(widths)):
+        if current and width is not None and used + 2 + widths[i] > width:
+            groups.append(current)
+            current, used = [], widths[0]
+        current.append(i)
+        used += 2 + widths[i]
+    return groups + [current]
+
+
+def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
+    """The runs as columns, split into tables of at most `width` columns, each repeating the
+    metric names (None: one table however wide)."""
+    rows = display_rows(table)
+    header = ["", *table["label"]]
+    cells = [header] + [[name, *values] for name, values in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    blocks = []
+    for group in _column_groups(widths, width):
+        keep = [0, *group]
+        blocks.append("\n".join("  ".join(row[i].ljust(widths[i]) for i in keep).rstrip()
+                                 for row in cells))
+    legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
+    # One line each, as the tools that grep for them expect, even past the width.
+    notes = [*order_flips(table), _sync_note(table)]
+    return "\n\n".join(blocks + ["\n".join([legend, *notes])])
+
+
+def _sync_note(table: pd.DataFrame) -> str:
+    return sync_note(bool(pd.to_numeric(table["untraced_bubble_ns_median"],
+                                        errors="coerce").notna().any()))
+
+
+def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
+    """The runs as columns of Markdown tables of at most `width` characters a line, each
+    repeating the metric names (None: one table)."""
+    cells = [["", *table["label"]]] + [[name, *values] for name, values in display_rows(table)]
+    # A Markdown cell is its text and three characters of "| " and " ".
+    widths = [max(len(row[i]) for row in cells) + 1 for i in range(len(cells[0]))]
+    blocks = [md_table([cells[0][i] for i in (0, *group)],
+                       [[row[i] for i in (0, *group)] for row in cells[1:]])
+              for group in _column_groups(widths, None if width is None else width - 3)]
+    notes = [LEGEND, *(f"**{line}**" if line.startswith("order flip") else line
+                       for line in order_flips(table)), _sync_note(table)]
+    return "\n\n".join(blocks + notes) + "\n"
+
+
+def _config_key(run) -> str:
+    """Runs of one configuration: run.json's config without where it was written, captured by
+    the same profiler (an nsys capture and its torch.profiler twin are not repeats)."""
+    config = run.info.get("config")
+    if not isinstance(config, dict):
+        return f"label:{run.label}"
+    profiler = "nsys" if run.trace_path.suffix == ".sqlite" else "kineto"
+    return repr([profiler, *sorted((k, str(v)) for k, v in config.items() if k != "out")])
+
+
+def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
+    """Where several runs share one configuration (`make profile RUNS=N`), one row per
+    configuration with the spread *between* runs: each run's median GPU period is one
+    observation; the median of those with a 95% bootstrap CI over runs, and against the first
+    configuration the CI of the difference (runs resampled within each configuration). None
+    when no configuration has two runs: then only the steps of one run give a spread."""
+    groups = {}
+    for a, run in zip(analyses, runs, strict=True):
+        groups.setdefault(_config_key(run), []).append((a, run))
+    if max(len(g) for g in groups.values()) < 2:
+        return None
+    rng = np.random.default_rng(SEED)
+    rows, base = [], None
+    names = _group_names([members[0][1] for members in groups.values()])
+    for name, members in zip(names, groups.values(), strict=True):
+        medians = np.array([a.summary["period_ns_median"] for a, _ in members], dtype=np.float64)
+        boot = bootstrap_medians(medians, rng)
+        untraced = [r.untraced_ms_per_step() for _, r in members]
+        row = {"label": name, "runs": len(members),
+               "period_ns_median": float(np.median(medians)),
+               "period_ns_ci": tuple(np.percentile(boot, [2.5, 97.5])),
+               "untraced_ms_per_step_median": (float(np.median(untraced))
+                                               if all(u is not None for u in untraced) else None)}
+        if base is None:
+            base = boot
+            row["vs_first_ci"], row["within_noise"] = None, None
+        else:
+            lo, hi = np.percentile(boot - base, [2.5, 97.5])
+            row["vs_first_ci"], row["within_noise"] = (float(lo), float(hi)), bool(lo <= 0 <= hi)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _group_names(runs: list) -> list:
+    """Each configuration's label, with the config values that tell it from the others where two
+    share a label (`static batch=8`, `static batch=2`)."""
+    configs = [{k: str(v) for k, v in (r.info.get("config") or {}).items() if k != "out"}
+               for r in runs]
+    labels = [r.label for r in runs]
+    out = []
+    for label, c in zip(labels, configs, strict=True):
+        same = [d for d, other in zip(configs, labels, strict=True) if other == label]
+        differ = sorted(k for k in c if len({d.get(k) for d in same}) > 1)
+        out.append(" ".join([label, *(f"{k}={c[k]}" for k in differ)]))
+    return out
+
+
+def between_runs_text(table: pd.DataFrame) -> str:
+    lines = ["Between runs (CIs from the spread between runs of one configuration, not the "
+             "steps of one):"]
+    for _, r in table.iterrows():
+        lo, hi = r["period_ns_ci"]
+        text = (f"  {r['label']}: {r['runs']} runs, {r['period_ns_median'] / 1e6:.3f} ms/step "
+                f"[{lo / 1e6:.3f}, {hi / 1e6:.3f}]")
+        if r["vs_first_ci"] is not None:
+            d_lo, d_hi = r["vs_first_ci"]
+            verdict = "within noise" if r["within_noise"] else "beyond noise"
+            text += f"; vs first [{d_lo / 1e6:+.3f}, {d_hi / 1e6:+.3f}] {verdict}"
+        lines.append(text)
+    return "\n".join(lines)
+
+
+# Many runs: one row a run (sweeps of tens of runs), the first run still the baseline.
+ROWS_FROM = 8
+ROW_COLUMNS = (
+    ("steps", lambda r: str(r["steps"])),
+    ("period ms", lambda r: _opt(_scaled(r["period_ns_median"], 1e6), ".3f")
+     + _noise(r, "period_ns_median")),
+    ("host ms", lambda r: _opt(_scaled(r["step_cpu_ns_median"], 1e6), ".3f")
+     + _noise(r, "step_cpu_ns_median")),
+    ("busy", lambda r: _opt(r["gpu_util"], ".1%")),
+    ("bubble µs", lambda r: _opt(_scaled(r["bubble_ns_median"], 1e3), ".1f")
+     + _noise(r, "bubble_ns_median")),
+    ("idle s/h/q", lambda r: "/".join(
+        _opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".2f") for c in ("sync", "host", "queued"))),
+    ("sync idle", lambda r: _opt(r["sync_idle_share"], ".1%")),
+    ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
+)
+TERMINAL_COLUMNS = 100
+
+
+def _noise(row: dict, key: str) -> str:
+    flag = row.get(f"{key}_within_noise")
+    return "" if flag is None or row["_first"] else (" ~" if flag else " *")
+
+
+def to_text_rows(table: pd.DataFrame) -> str:
+    """One row a run, every column fitting 100 characters (labels cut with … where needed)."""
+    rows = [dict(r, _first=i == 0) for i, r in enumerate(table.to_dict("records"))]
+    columns = [(name, [cell(r) for r in rows]) for name, cell in ROW_COLUMNS]
+    columns = [(n, cells) for n, cells in columns if set(cells) != {"n/a"}]
+    widths = [max(len(n), *(len(c) for c in cells)) for n, cells in columns]
+    room = TERMINAL_COLUMNS - sum(w + 2 for w in widths)
+    labels = [_cut(str(r["label"]), max(room, 12)) for r in rows]
+    label_width = max(len("run"), *(len(x) for x in labels))
+    head = ["run".ljust(label_width)] + [n.rjust(w) for (n, _), w in zip(columns, widths,
+                                                                          strict=True)]
+    lines = ["  ".join(head)]
+    for i, label in enumerate(labels):
+        cells = [c[i].rjust(w) for (_, c), w in zip(columns, widths, strict=True)]
+        lines.append("  ".join([label.ljust(label_width), *cells]).rstrip())
+    note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean); "
+            "sync idle:\nits share of the window, as traced; untraced: ms/step from run.json; ~ "
+            "within the first run's\nnoise, * beyond it (95% bootstrap CI)")
+    return "\n".join([*lines, "", note, *order_flips(table)])
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"

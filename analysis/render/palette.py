@@ -1,0 +1,39 @@
+"""One word and one colour per quantity, for every table and figure (text, Markdown, PNG,
+Perfetto), so that a word in the text is the word in the legend, in the colour of the figure.
+
+A gap's cause (METRICS.md) is named as it is stored: `sync`, `host`, `queued`, `unknown`. The
+ledger's three parts are said as what the host was doing, so that `host` names the cause only:
+
+    wait_ns    blocked      the host sat in a blocking call (a sync) while the GPU was idle
+    host_ns    pre-launch   the host was busy elsewhere and had not yet asked for the next op
+    launch_ns  in launch    the next op was asked for and had not started
+
+Colours: the causes keep the colours every figure of the project has given them; the ledger's
+parts, the twin and the metrics each get one no other quantity has.
+"""
+
+from ..measures.gaps import CAUSES
+
+BUSY = "busy"
+BUSY_COLOUR = "#2ca02c"
+CAUSE_COLOURS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unknown": "#7f7f7f"}
+assert tuple(CAUSE_COLOURS) == CAUSES
+
+LEDGER_WORDS = {"wait_ns": "blocked", "host_ns": "pre-launch", "launch_ns": "in launch"}
+LEDGER_COLOURS = {"wait_ns": "#8c564b", "host_ns": "#bcbd22", "launch_ns": "#17becf"}
+
+# The figures of a capture as traced, and of its untraced twin (CUDA events, no profiler).
+TRACED = "traced"
+TRACED_COLOUR = "#1f77b4"
+TRACED_GRAPH_COLOUR = "#aec7e8"  # traced graph by graph (nsys's default for CUDA graphs)
+UNTRACED = "untraced"
+UNTRACED_COLOUR = "#111111"
+NVTX_COLOUR = "#c7c7c7"
+BLOCKING_COLOUR = LEDGER_COLOURS["wait_ns"]  # a blocking call is where `blocked` time comes from
+
+METRIC_WORDS = {"sm_active_pct": "SMs active", "dram_read_pct": "DRAM read",
+                "dram_write_pct": "DRAM write"}
+METRIC_COLOURS = {"sm_active_pct": "#e377c2", "dram_read_pct": "#393b79",
+                  "dram_write_pct": "#9c9ede"}
+FLOOR = "bandwidth floor"
+FLOOR_COLOUR = "#bd9e39"

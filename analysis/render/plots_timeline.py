@@ -1,0 +1,191 @@
+"""The timeline panels of analysis/render/plots.py: a few steps binned to pixels, and a zoom on one
+step boundary drawn op by op.
+
+An eager step launches hundreds of ops of a few µs each: drawn as bars over three steps they are
+thinner than a pixel, and the gaps' shading covers them. So the overview bins the window into
+pixel columns and stacks what each column's time was (busy, or idle by the cause of its gap),
+and the zoom draws the ops around the bubble between two steps, where they are wide enough to see.
+
+    overview   |busy|host|busy|host|...|sync|...      one column a pixel, shares of its time
+    zoom            [op]  host  [op] | bubble |[op]   the last ops of step k, the first of k+1
+"""
+
+import numpy as np
+
+from ..measures.intervals import Coverage
+from ..render.palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
+from ..measures.summary import CAUSES
+
+TIMELINE_STEPS = 3
+# Pixel columns of the overview (the figure's axes are ~1300 pixels wide at 110 dpi).
+COLUMNS = 1000
+# Ops drawn on each side of the zoomed step boundary, within this share of a step's period (a
+# CUDA graph's step is one or two ops of a millisecond).
+ZOOM_OPS = 8
+ZOOM_PERIOD_SHARE = 0.15
+
+
+# The host row's label, by where the steps came from (summary.steps_from).
+STEP_ROW = {"function": "function steps (host)", "profiler_step": "ProfilerStep (host)",
+            "inferred": "inferred steps (host)"}
+
+
+def step_row(a) -> str:
+    return STEP_ROW.get(a.summary.get("steps_from"), "NVTX steps (host)")
+
+
+def one_thread(steps):
+    """The steps of one thread (the one with most steps) where several have steps: theirs
+    overlap in time, so a timeline of steps in a row draws one sequence."""
+    if "thread" in steps.columns and steps["thread"].nunique() > 1:
+        steps = steps[steps["thread"] == steps["thread"].value_counts(sort=True).index[0]]
+        return steps.reset_index(drop=True)
+    return steps
+
+
+def timeline_steps(steps) -> tuple:
+    """A few steps from the middle of the window, away from the first (often slower) one; of
+    one thread, where several have steps."""
+    steps = one_thread(steps)
+    first = min(max(len(steps) // 2 - 1, 0), max(len(steps) - TIMELINE_STEPS, 0))
+    chosen = steps.iloc[first:first + TIMELINE_STEPS]
+    lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
+    hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
+    return chosen, lo, hi
+
+
+def binned_timeline(ops, gaps, lo: int, hi: int, columns: int = COLUMNS) -> tuple:
+    """(column edges in ns, {BUSY or cause: ns of each column}): how each column's time was
+    spent, busy (any op of the device running) or idle in a gap of each cause; the rest of a
+    column is outside the window (before the first step's ops, after the last's)."""
+    # No column narrower than a ns (a hand-drawn trace spans a few hundred).
+    edges = np.linspace(lo, hi, max(min(columns, hi - lo), 1) + 1).round().astype(np.int64)
+    a, b = edges[:-1], edges[1:]
+    out = {BUSY: Coverage(ops["start"].to_numpy(), ops["end"].to_numpy()).covered(a, b)}
+    cause = gaps["cause"].astype(str).to_numpy()
+    for c in CAUSES:
+        mine = cause == c
+        out[c] = Coverage(gaps["start_ns"].to_numpy()[mine],
+                          gaps["end_ns"].to_numpy()[mine]).covered(a, b)
+    return edges, out
+
+
+def draw_overview(ax, a, zoom: tuple | None = None) -> None:
+    """The middle steps binned to pixel columns: stacked shares of busy and idle by cause, the
+    NVTX steps above; `zoom` (lo, hi) outlined."""
+    chosen, lo, hi = timeline_steps(a.steps)
+    edges, parts = binned_timeline(a.ops, a.gaps, lo, hi)
+    width = np.diff(edges).astype(np.float64)
+    x = (edges - lo) / 1e6
+    bottom = np.zeros(len(width))
+    for key in (BUSY, *CAUSES):
+        share = parts[key] / width
+        if not share.any():
+            continue
+        colour = BUSY_COLOUR if key == BUSY else CAUSE_COLOURS[key]
+        label = "busy" if key == BUSY else f"idle, cause: {key}"
+        # fill_between, not stairs: a stairs patch of a thousand steps costs matplotlib seconds
+        # to fit the axes' limits to (curve by curve); a polygon collection does it at once.
+        top = bottom + share
+        ax.fill_between(x, np.append(bottom, bottom[-1]), np.append(top, top[-1]), step="post",
+                        color=colour, label=label, linewidth=0)
+        bottom = top
+    rel = (chosen["cpu_start"].to_numpy(np.int64) - lo) / 1e6
+    ax.broken_barh(list(zip(rel, chosen["cpu_ns"].to_numpy(np.int64) / 1e6, strict=True)),
+                   (1.06, 0.18), color=NVTX_COLOUR, edgecolor="black", linewidth=0.6)
+    for start, name in zip(rel, chosen["name"].astype(str), strict=True):
+        ax.text(start + (hi - lo) / 1e6 * 0.004, 1.15, name, va="center", fontsize=8)
+    if zoom is not None:
+        z0, z1 = (zoom[0] - lo) / 1e6, (zoom[1] - lo) / 1e6
+        ax.add_patch(_outline(ax, z0, z1))
+        ax.text(z1, 1.01, " zoomed below", fontsize=7, va="bottom")
+    ax.set_xlim(0, (hi - lo) / 1e6)
+    ax.set_ylim(0, 1.26)
+    ax.set_yticks([0, 0.5, 1, 1.15], ["0%", "50%", "100%", step_row(a)], fontsize=8)
+    ax.set_xlabel("ms")
+    ax.set_title(f"{len(chosen)} steps on the GPU, binned to {len(width)} columns: the share "
+                 "of each column's time busy, or idle by the cause of its gap", pad=22,
+                 fontsize=10)
+    legend_above(ax)
+
+
+def _outline(ax, x0: float, x1: float):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x0, 0), max(x1 - x0, 1e-9), 1.0, fill=False, edgecolor="black",
+                     linestyle="--", linewidth=1.0, zorder=5)
+
+
+def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
+    """(lo, hi, step before, step after) around the bubble between the two middle steps: from
+    the start of the `ops_each_side`-th op before it to the end of as many ops after it, at most
+    ZOOM_PERIOD_SHARE of the median period on either side."""
+    steps = one_thread(a.steps)
+    if len(steps) < 2 or a.ops.empty:
+        return None
+    k = max(len(steps) // 2 - 1, 0)
+    before, after = steps.iloc[k], steps.iloc[k + 1]
+    order = np.argsort(a.ops["start"].to_numpy(), kind="stable")
+    start, end = a.ops["start"].to_numpy()[order], a.ops["end"].to_numpy()[order]
+    edge_a = int(min(before["gpu_end"], after["gpu_start"]))
+    edge_b = int(max(before["gpu_end"], after["gpu_start"]))
+    i = max(int(np.searchsorted(start, edge_a)) - ops_each_side, 0)
+    j = min(int(np.searchsorted(start, edge_b)) + ops_each_side, len(start)) - 1
+    reach = int(np.nanmedian(steps["period_ns"].astype("Float64").to_numpy(
+        dtype=np.float64, na_value=np.nan)) * ZOOM_PERIOD_SHARE)
+    lo = max(int(start[i]), edge_a - reach)
+    hi = min(int(end[i:j + 1].max()), edge_b + reach)
+    return lo, max(hi, lo + 1), before, after
+
+
+def draw_zoom(ax, a, window: tuple) -> None:
+    """The ops around one step boundary, one row a stream, the gaps shaded by cause behind
+    them, the NVTX steps above."""
+    lo, hi, before, after = window
+
+    def rel_us(t):
+        return (np.asarray(t, dtype=np.float64) - lo) / 1e3
+
+    ops = a.ops[(a.ops["end"].to_numpy() > lo) & (a.ops["start"].to_numpy() < hi)]
+    streams = sorted(ops["stream"].unique().tolist())
+    for row, stream in enumerate(streams):
+        o = ops[ops["stream"] == stream]
+        ax.broken_barh(list(zip(rel_us(o["start"]), (o["end"] - o["start"]).to_numpy() / 1e3,
+                                strict=True)), (row + 0.15, 0.7), color=BUSY_COLOUR,
+                       # An edge of its own colour: an op of a µs stays a line a pixel wide.
+                       edgecolor=BUSY_COLOUR, linewidth=0.8, zorder=3,
+                       label="busy (an op)" if row == 0 else None)
+    gaps = a.gaps[(a.gaps["end_ns"].to_numpy() > lo) & (a.gaps["start_ns"].to_numpy() < hi)]
+    cause = gaps["cause"].astype(str).to_numpy()
+    for c in CAUSES:
+        g = gaps[cause == c]
+        if len(g):
+            ax.broken_barh(list(zip(rel_us(g["start_ns"]), g["gap_ns"].to_numpy() / 1e3,
+                                    strict=True)), (0.05, len(streams) - 0.1),
+                           color=CAUSE_COLOURS[c], linewidth=0, zorder=1,
+                           label=f"idle, cause: {c}")
+    top = len(streams)
+    for step in (before, after):
+        s0, s1 = max(int(step["cpu_start"]), lo), min(int(step["cpu_end"]), hi)
+        if s1 > s0:
+            ax.broken_barh([(rel_us(s0), (s1 - s0) / 1e3)], (top + 0.2, 0.6), color=NVTX_COLOUR,
+                           edgecolor="black", linewidth=0.6)
+            ax.text(rel_us(s0) + (hi - lo) / 1e3 * 0.005, top + 0.5, str(step["name"]),
+                    va="center", fontsize=8)
+    ax.set_yticks([i + 0.5 for i in range(top + 1)],
+                  [f"stream {s}" for s in streams] + [step_row(a)], fontsize=8)
+    ax.set_ylim(0, top + 1)
+    ax.set_xlim(0, (hi - lo) / 1e3)
+    ax.set_xlabel("µs")
+    ax.set_title(f"zoom: the last ops of {before['name']} and the first of {after['name']} on "
+                 "the GPU, the bubble between them; gaps shaded by cause", pad=22, fontsize=10)
+    legend_above(ax)
+
+
+def legend_above(ax, **kwargs) -> None:
+    """The legend in one row above the axes, under the title: outside the data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(handles),
+                  frameon=False, fontsize=8, borderaxespad=0.2, handlelength=1.2,
+                  columnspacing=1.2, **kwargs)

@@ -1,0 +1,406 @@
+"""RESULTS.md and its plots from a study directory made by `scripts/study.sh`.
+
+Every number comes from the directory's files: `bench-*.json` (untraced timings from
+`python -m harness bench`) and `capture/<UTC>-<name>/` run directories (nsys captures with
+run.json). Nothing here needs a GPU or torch, so a study run on a GPU machine can be turned into
+its report anywhere:
+
+    python -m analysis.study.results traces/study-20261130T221926Z -o docs/results [--notes FILE]
+"""
+
+import json
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from ..study import observer
+from ..cli import Command, GapscopeError, store_runs
+from ..errors import TraceError
+from ..measures.kernels import kernel_table, op_names, step_row
+from ..render.plots import plot_analysis, plot_bubbles
+from ..readers.nsys import read_full_names
+from ..study.benches import (
+    benches,
+    model_text,
+    processes_tables,
+)
+from ..study.captures import capture_rows, md_table
+from ..study.family import family_sections
+from ..study.plots import plot_idle, plot_kernels
+from ..sweep import run_dirs
+
+# GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
+MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
+DTYPE_BYTES = {"fp32": 4, "bf16": 2}
+SLOT_ALIGN = 16  # harness/gpt2_step.py pads its cache's slots to this
+
+
+def captures(study: Path) -> dict:
+    """name -> run directory, the newest where a name was captured twice; in a directory of
+    run directories that is no study.sh one (no capture/), every run under it by its path."""
+    if not (study / "capture").is_dir():
+        return {d.relative_to(study).as_posix(): d for d in run_dirs(study)}
+    found = {}
+    for d in sorted((study / "capture").glob("*Z-*")):
+        if (d / "capture.sqlite").is_file():
+            found[d.name.split("Z-", 1)[1]] = d
+    return found
+
+
+def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:
+    """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
+    image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
+    return [title, md_table(table), *image]
+
+
+def bytes_per_step(config: dict, model: dict | None = None) -> dict:
+    """The least each class must move in one decode step: every linear weight once (GEMMs, the
+    tied lm_head included) and the KV cache slots the variant's attention reads. HF's SDPA and
+    the graphed step's two batched GEMVs (scores, then values) read every slot, masked too (the
+    graphed step pads them to a multiple of 16); the fused step's attention kernel reads the
+    slots written so far: on average over the window's steps S+1..E, (S+1+E)/2 of them.
+    `model` is run.json's model record (harness/model.py): for another family than GPT-2 the
+    GEMMs move every parameter but the rows of an untied input embedding (one row is read), and
+    the cache holds kv_heads × head size per layer and slot (grouped-query attention)."""
+    e = DTYPE_BYTES[config["dtype"]]
+    if model is not None and model.get("architecture") != "gpt2":
+        layers, width, vocab = model["layers"], model["hidden"], model["vocab"]
+        kv_width = width // model["heads"] * model["kv_heads"]
+        unread = 0 if model["tied_embeddings"] else vocab * width
+        classes = {"gemm": (model["parameters"] - unread) * e}
+    else:
+        layers, width, vocab = MODEL_SHAPES[config["model"]]
+        kv_width = width
+        per_layer = width * 3 * width + width * width + 2 * width * 4 * width  # c_attn, c_proj, mlp
+        per_layer += 3 * width + width + 4 * width + width  # their biases
+        classes = {"gemm": (layers * per_layer + vocab * width) * e}
+    slots, cls = config["new_tokens"], "attention"
+    if config["variant"].startswith("graphed"):
+        slots, cls = -(-slots // SLOT_ALIGN) * SLOT_ALIGN, "gemv"
+    elif config["variant"] == "fused":
+        start, stop = (int(x) for x in config["window"].split(":"))
+        slots = (start + 1 + stop) / 2
+    classes[cls] = 2 * layers * config["batch"] * slots * kv_width * e
+    return classes
+
+
+def kernels_for(a, run, strings: dict, copy_rate: float | None) -> pd.DataFrame:
+    """The per-kernel-class table of a capture; without a copy rate (no bench of the same
+    study), no "of copy rate" column."""
+    ops = a.ops[a.ops["step"] >= 0]  # the ops of the captured steps
+    table = kernel_table(
+        ops,
+        op_names(ops, strings),
+        len(a.steps),
+        bytes_per_step(run.info["config"], run.info.get("model")),
+        copy_rate,
+        read_full_names(run.trace_path),
+    )
+    floor_bytes = (run.info.get("floor") or {}).get("bytes_by_step")
+    if floor_bytes:
+        mean_bytes = sum(b for _, b in floor_bytes) / len(floor_bytes)
+        row = step_row(mean_bytes, a.summary["period_ns_median"], copy_rate)
+        table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+    out = pd.DataFrame(
+        {
+            "class": table["class"],
+            "op records/step": table["ops_per_step"].map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
+            "µs/step": (table["time_ns_per_step"] / 1e3).map("{:.1f}".format),
+            "share": (table["share"] * 100).map(lambda x: "–" if pd.isna(x) else f"{x:.1f}%"),
+            "MB/step (least)": (table["bytes_per_step"] / 1e6).map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}"
+            ),
+            "achieved GB/s": (table["bytes_per_s"] / 1e9).map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}"
+            ),
+            "of copy rate": (table["copy_rate_fraction"] * 100).map(
+                lambda x: "–" if pd.isna(x) else f"{x:.0f}%"
+            ),
+        }
+    )
+    return out if copy_rate else out.drop(columns="of copy rate")
+
+
+def repeats(study: Path) -> int:
+    return json.loads((study / "bench-ladder.json").read_text())["config"]["repeats"]
+
+
+def model_description(study: Path) -> str:
+    """The model the study ran, from its ladder bench's model record."""
+    return model_text(json.loads((study / "bench-ladder.json").read_text()).get("model"))
+
+
+def environment(analyses: dict, b: dict) -> str:
+    for _, run, _ in analyses.values():
+        v, n = run.info.get("versions", {}), run.info.get("nsys", {})
+        return (
+            f"{v.get('gpu')}, driver {v.get('driver')}, torch {v.get('torch')} (CUDA "
+            f"{v.get('torch_cuda')}), transformers {v.get('transformers')}, nvtx "
+            f"{v.get('nvtx')}, Python {v.get('python')}, Nsight Systems {n.get('version')}"
+        )
+    return "no captures"
+
+
+OBSERVER_TEXT = (
+    "Each variant timed untraced (`harness bench`; where the table gives [min–max], in several "
+    "processes) with its untraced twin (CUDA events around every step, read back after the "
+    "run), then captured node-level and, for the graph-replayed ones, graph-level: "
+    "`scripts/overhead.sh`. Bubble: median over the captured steps of the GPU idle time "
+    "between one step's last op and the next step's first (METRICS.md); the twin's bubble "
+    "includes the stop check's copy to the host, and its floor is that of two CUDA events back "
+    "to back. The profiler's share = (traced − untraced) / traced."
+)
+
+
+def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
+    """The part's Markdown: the sentences, then the tables they summarise; the figure into
+    `fig` when given."""
+    from ..study.overhead import table as overhead_table
+
+    table = observer.sweep(sweep_dir)
+    if not len(table):
+        return []
+    parts = [f"## How much of the bubble is the profiler's ({sweep_dir.name})", OBSERVER_TEXT,
+             *observer.sweep_notes(sweep_dir, table),
+             *observer.observer_findings(sweep_dir, table)]
+    batches = sorted(table["batch"].unique())
+    anchor = 8 if 8 in batches else batches[0]
+    if fig is not None:
+        plot_bubbles(fig / "observer.png", table, anchor)
+    parts += section("### The bubble, traced and untraced", observer.bubble_table(table),
+                     "observer")
+    cost = observer.sync_cost_table(table)
+    if len(cost):
+        parts += section("### What the sync costs a step, untraced (measured pairs; bench "
+                         "median and [min, max] over the processes' combinations)", cost)
+    parts += ["### What nsys adds to a step, by flag set (`python -m analysis.study.overhead table "
+              "DIR`; `events on`: the untraced run with the twin's two CUDA events a step)",
+              overhead_table(sweep_dir).strip()]
+    return parts
+
+
+def part_start(name: str) -> str:
+    return f"<!-- part: {name} -->"
+
+
+PART_START, PART_END = part_start("observer"), "<!-- /part -->"
+# The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
+# from the repository root: every directory study_publish.SOURCES names).
+PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "overview")
+PART_HELP = {
+    "ladder": "a study's bench-*.json (no captures needed)",
+    "captures": "a directory of run directories (tests/data/runs)",
+    "observer": "a scripts/overhead.sh directory (or STUDY/observer)",
+    "hardware": "a scripts/hardware-view.sh directory (its runs/)",
+    "aa": "harness bench --processes A/A reports (aa-*.json)",
+    "family": "bench-ladder-b<B>.json and capture/ of another model family",
+    "overview": "the repository root: every capture of the published directories",
+}
+
+
+def part_sections(part: str, study: Path, fig: Path | None) -> list:
+    """One part's Markdown blocks (empty when STUDY has nothing for it); its figures into
+    `fig` when given."""
+    from ..study.aa import aa_sections
+    from ..study.hardware import hardware_sections
+    from ..study.ladder import ladder_sections
+    from ..study.runs import captures_sections
+
+    if part == "observer":
+        return observer_sections(study / "observer" if (study / "observer").is_dir()
+                                 else study, fig)
+    if part == "overview":
+        from ..study.publish import overview_sections
+
+        return overview_sections(study, fig)
+    return {"ladder": ladder_sections, "captures": captures_sections,
+            "hardware": hardware_sections, "aa": lambda s, _: aa_sections(s),
+            "family": lambda s, f: family_sections(s, f)}[part](study, fig)
+
+
+def part_body(part: str, study: Path, out: Path | None) -> list:
+    fig = None
+    if out is not None:
+        fig = out / "figures"
+        fig.mkdir(parents=True, exist_ok=True)
+    body = part_sections(part, study, fig)
+    if not body:
+        raise GapscopeError(f"{study}: nothing for part {part} here: it needs "
+                            f"{PART_HELP[part]}")
+    return body
+
+
+def part_block(part: str, body: list) -> str:
+    from ..study.text import wrap
+
+    return "\n\n".join([part_start(part), *map(wrap, body), PART_END])
+
+
+def put_part(text: str, part: str, block: str) -> str:
+    """`text` with the part's block replaced, or put before the first later part present (the
+    PARTS order), or at the end."""
+    start = part_start(part)
+    if start in text and PART_END in text.split(start, 1)[1]:
+        head, rest = text.split(start, 1)
+        return head + block + rest.split(PART_END, 1)[1]
+    later = [part_start(p) for p in PARTS[PARTS.index(part) + 1:] if part_start(p) in text] \
+        if part in PARTS else []
+    if later:
+        head, rest = text.split(later[0], 1)
+        return head + block + "\n\n" + later[0] + rest
+    if "\n## 1. " in text:
+        head, rest = text.split("\n## 1. ", 1)
+        return head + "\n" + block + "\n\n## 1. " + rest
+    return text.rstrip("\n") + ("\n\n" if text.strip() else "") + block + "\n"
+
+
+def write_part(study: Path, out: Path, part: str = "observer") -> Path:
+    """One part alone, put into OUT/RESULTS.md between its markers (`<!-- part: NAME -->`),
+    the rest of the file left as it is."""
+    body = part_body(part, study, out)
+    path = out / "RESULTS.md"
+    text = path.read_text() if path.is_file() else ""
+    path.write_text(put_part(text, part, part_block(part, body)))
+    return path
+
+
+def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
+    """(RESULTS.md's path, the analyses of the captures by name)."""
+    b = benches(study)
+    found = captures(study)
+    if "ladder" not in b and not found:
+        raise GapscopeError(
+            f"{study}: no bench-ladder.json and no run directory under it: is this a directory "
+            "of scripts/study.sh, or of run directories?"
+        )
+    fig = out / "figures"
+    fig.mkdir(parents=True, exist_ok=True)
+    caps, analyses = capture_rows(found)
+    if "ladder" not in b:
+        return runs_results(study, out, notes, caps, analyses), analyses
+    from ..study.ladder import ladder_sections
+    from ..study.runs import capture_findings
+
+    parts = [
+        f"# Results: where the decode loop leaves the GPU idle\n\nStudy `{study.name}`"
+        + (f": captures made with {environment(analyses, b)}, each beside its own untraced "
+           "bench" if analyses else "")
+        + f". Regenerate with `gapscope study {study} -o DIR`."
+    ]
+    if notes is not None:
+        parts.append(notes.read_text().strip())
+    parts += ladder_sections(study, fig)
+    if len(caps):
+        plot_idle(fig / "idle.png", analyses)
+        parts += ["## What the captures show", *capture_findings(analyses)]
+        parts += section("### The captures", caps, "idle")
+        share = observer.capture_share_table(analyses)
+        if len(share):
+            parts += section("### How much of the bubble is the profiler's", share)
+            cost = observer.capture_sync_cost_table(analyses)
+            if len(cost):
+                parts += section("### What the sync costs a step, untraced (measured pairs)",
+                                 cost)
+    for title, table in processes_tables(study):
+        parts += section(title, table)
+    if (study / "observer").is_dir():
+        parts += [PART_START, *observer_sections(study / "observer", fig), PART_END]
+    rate = (
+        b["finish"]["copy_bytes_per_s"].iloc[0]
+        if "finish" in b
+        else b["ladder"]["copy_bytes_per_s"].iloc[0]
+    )
+    for name in ("fused", "graphed", "static"):
+        if name in analyses:
+            a, run, strings = analyses[name]
+            table = kernels_for(a, run, strings, rate)
+            plot_kernels(
+                fig / f"kernels-{name}.png", table, f"{name}: GPU time per step by kernel class"
+            )
+            parts += section(
+                f"### Per-kernel time of `{name}` (copy rate {rate / 1e9:.0f} GB/s measured by "
+                f"the bench)",
+                table,
+                f"kernels-{name}",
+            )
+    for name in ("graphed-sync", "graphed", "fused", "fused+b2", "static"):
+        if name in analyses:
+            a, _, _ = analyses[name]
+            plot_analysis(a, name, fig / f"timeline-{name}.png")
+            parts.append(f"![timeline {name}](figures/timeline-{name}.png)")
+    path = out / "RESULTS.md"
+    path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
+    return path, analyses
+
+
+def runs_results(study: Path, out: Path, notes: Path | None, caps: pd.DataFrame,
+                 analyses: dict) -> Path:
+    """RESULTS.md of a directory of run directories (no bench files): the captures' table and
+    where each one's GPU time goes."""
+    plot_idle(out / "figures" / "idle.png", analyses)
+    parts = [f"# Results: {len(caps)} runs under `{study.name}`\n\n{environment(analyses, {})}. "
+             f"Regenerate with `python -m analysis.study.results {study} -o DIR`."]
+    if notes is not None:
+        parts.append(notes.read_text().strip())
+    parts += section("## What the captures show", caps, "idle")
+    path = out / "RESULTS.md"
+    path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
+    return path
+
+
+@click.command("study", cls=Command)
+@click.argument("study", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Directory for RESULTS.md and its PNGs.",
+)
+@click.option(
+    "--notes",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A Markdown file of commentary to put after the header, as it is.",
+)
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also add the captures to this results database.")
+@click.option(
+    "--part",
+    type=click.Choice(list(PARTS)),
+    default=None,
+    help="Rewrite only this part of OUT/RESULTS.md (between its markers), from STUDY: "
+    + "; ".join(f"{k}: {v}" for k, v in PART_HELP.items())
+    + ". `python -m analysis.study.publish` makes every part of docs/RESULTS.md.",
+)
+def main(study, out, notes, db_path, part):
+    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, or any
+    directory of run directories (every run under it, analysed in parallel).
+
+    \b
+    Example:
+        gapscope study traces/study-20261130T221926Z -o OUT --notes NOTES.md
+        gapscope study docs/observer-20261201 -o docs --part observer
+        gapscope study docs/llama-20261201 -o docs --part family
+        python -m analysis.study.publish            # every part of docs/RESULTS.md
+    """
+    if not study.is_dir():
+        raise GapscopeError(
+            f"{study}: not a directory; pass the study directory of scripts/study.sh"
+        )
+    try:
+        if part:
+            path, analyses = write_part(study, out, part), {}
+        else:
+            path, analyses = write_results(study, out, notes)
+    except (TraceError, OSError, KeyError, json.JSONDecodeError) as e:
+        raise GapscopeError(f"{study}: cannot make the results ({e})") from None
+    click.echo(f"gapscope: wrote {path}", err=True)
+    if db_path:
+        store_runs(db_path, [(name, run, [a]) for name, (a, run, _) in analyses.items()])
+
+
+if __name__ == "__main__":
+    main()
