@@ -10,9 +10,6 @@ import json
 import os
 from pathlib import Path
 
-# Build from config only: never reach the hub, even for a config lookup.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 ARCHS = ("gpt2", "llama", "qwen2", "mistral", "phi")
 SIZES = ("tiny", "small")
 ALIASES = {"tiny": "gpt2:tiny", "gpt2": "gpt2:small"}
@@ -105,9 +102,17 @@ def model_family(name: str) -> str:
     return parse_model(name)[0]
 
 
+def hub_offline() -> None:
+    """Build from config only: never reach the hub, even for a config lookup. Set when a model
+    is built, not at import (importing the harness has no side effect); the loads below also
+    pass local_files_only, which holds where transformers was imported before this ran."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 def build_config(name: str):
     """The transformers config of a preset or a directory (local files only), its BOS/EOS
     checked (special_tokens) before any model is built."""
+    hub_offline()
     from transformers import CONFIG_MAPPING, AutoConfig
 
     arch, size, path = parse_model(name)
@@ -124,6 +129,7 @@ def build_model(name: str, dtype: str, device: str, seed: int):
     """The model in eval mode, no grad, SDPA attention; random weights drawn from `seed`
     unless --model is a directory that holds weights."""
     import torch
+    hub_offline()
     from transformers import AutoModelForCausalLM
 
     path = parse_model(name)[2]
