@@ -104,7 +104,9 @@ def to_text(table: pd.DataFrame, width: int = 100) -> str:
     rest_width = sum(w for _, _, w, _ in COLUMNS[1:])
     if max(len(r[0]) for r in cells) + rest_width > width:
         configs = table["config_label"].tolist()
-        legend = [_fit(f"#{i}: {r[0]}" + (f" ({c})" if c and c not in r[0] else ""), width)
+        # A stored run's missing config label reads back as NaN: only a string is added.
+        legend = [_fit(f"#{i}: {r[0]}" + (f" ({c})" if isinstance(c, str) and c not in r[0]
+                                          else ""), width)
                   for i, (r, c) in enumerate(zip(cells, configs, strict=True), 1)]
         cells = [[f"#{i}", *r[1:]] for i, r in enumerate(cells, 1)]
     label_width = max([len("run")] + [len(r[0]) for r in cells])
