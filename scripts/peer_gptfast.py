@@ -149,10 +149,8 @@ def run_worker(args, side: str, batch: int, model_dir: Path) -> dict:
 
 
 def compare(args) -> dict:
-    import numpy as np
-
-    from harness.processes import SEED, median_ci
-
+    """Every process, interleaved; with --json, the summary so far is written after each one (a
+    run cut short keeps what it measured: `"partial": true`)."""
     sides = [GPT_FAST, *args.variants.split(",")]
     runs = {}
     t0 = time.monotonic()
@@ -167,6 +165,18 @@ def compare(args) -> dict:
                     runs.setdefault(f"{b}/{side}", []).append(r)
                     progress(t0, f"{where}: {r['ms_per_token_median']:.3f} ms/token "
                              f"(process {r.get('process_s', 0):.0f} s)")
+                    if args.json is not None:
+                        write_json(args.json, summary(args, runs) | {"partial": True})
+    return summary(args, runs) | {"partial": False}
+
+
+def summary(args, runs: dict) -> dict:
+    """Per (batch, side): each process's median ms/token, their median, min-max and 95% CI,
+    the floor and its %, the speedup over gpt-fast's median at that batch."""
+    import numpy as np
+
+    from harness.processes import SEED, median_ci
+
     rng = np.random.default_rng(SEED)
     rows = []
     for key, rs in runs.items():
@@ -186,6 +196,10 @@ def compare(args) -> dict:
                        if k not in ("worker", "batch", "model_dir")},
             "model": LLAMA_CONFIG, "versions": runs[next(iter(runs))][0]["versions"],
             "rows": rows, "runs": runs}
+
+
+def write_json(path: Path, report: dict) -> None:
+    path.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def progress(t0: float, text: str) -> None:
@@ -368,7 +382,7 @@ def main(argv=None) -> int:
         return 2
     print(table(report))
     if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return 0
 
 

@@ -2,6 +2,7 @@
 checked in one line, and its summary of interleaved processes (the workers stubbed)."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,25 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
                          "batch 1, fused, process 1/3: starting"]
     assert len(lines) == 24
     assert max(len(line) for line in peer.table(report).splitlines()) <= 100
+
+
+def test_a_run_cut_short_keeps_what_it_measured(tmp_path, monkeypatch):
+    calls = []
+
+    def worker(args, side, batch, model_dir):
+        calls.append(side)
+        if len(calls) == 4:
+            raise peer.PeerError("the fused process at batch 1 failed (exit 1): boom")
+        return {"ms_per_token_median": 0.5 if side == "gpt-fast" else 0.25,
+                "floor_ms_per_token": 0.05, "sampling": "s", "span": "x", "versions": {}}
+
+    monkeypatch.setattr(peer, "run_worker", worker)
+    out = tmp_path / "peer.json"
+    args = peer.parse(["--gpt-fast", str(fake_checkout(tmp_path)), "--variants", "fused",
+                       "--batches", "1", "--json", str(out)])
+    with pytest.raises(peer.PeerError):
+        peer.compare(args)
+    report = json.loads(out.read_text())
+    assert report["partial"] is True
+    assert [(r["side"], r["ms_per_token"], r["speedup_vs_gpt_fast"]) for r in report["rows"]] == [
+        ("gpt-fast", [0.5, 0.5], 1.0), ("fused", [0.25], 2.0)]
