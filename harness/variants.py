@@ -33,7 +33,7 @@ from .decode import advance, deferred_loop, sync_loop
 from .fused_step import fused_step, new_fused_cache, split
 from .gpt2_step import capture, gpt2_logits, new_kv_cache
 from .llama_fused import check_fused, fused_llama_step, new_fused_llama
-from .llama_step import LLAMA_FAMILIES, check_llama, llama_logits, new_llama_cache
+from .llama_step import LLAMA_FAMILIES, check_llama, llama_logits, new_graphed_llama
 from .triton_ops import missing_triton
 
 
@@ -263,7 +263,7 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True
     (deferred=False) .item() every step; graph=False runs it eagerly (on the CPU too)."""
     if llama_family(model):
         check_llama(model, cfg.new_tokens)
-        kv_cache, logits = new_llama_cache(model, cfg.batch, cfg.new_tokens), llama_logits
+        kv_cache, logits = new_graphed_llama(model, cfg.batch, cfg.new_tokens), llama_logits
     else:
         kv_cache, logits = new_kv_cache(model, cfg.batch, cfg.new_tokens), gpt2_logits
     if compile_mode(cfg) != "none":

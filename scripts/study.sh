@@ -20,8 +20,10 @@
 #   capture/            one nsys capture per rung (scripts/profile.sh), each with its analysis
 #   bench-ladder-bB     part `family` (with --model, not in the default parts): the ladder at
 #                       each batch of --family-batches (default "1 32"), one process a batch,
-#                       and captures capture/<UTC>-<rung>-bB of --captures (default static,
-#                       compiled, pipelined+compile; "none" for none); `python -m analysis.study.results
+#                       our own step's rungs (graphed-sync, graphed, fused) included where they
+#                       run, and captures capture/<UTC>-<rung>-bB of --captures (default static,
+#                       compiled, pipelined+compile, graphed-sync: graph by graph, with its
+#                       untraced twin; "none" for none); `python -m analysis.study.results
 #                       DIR -o docs --part family` makes its RESULTS part
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
@@ -166,10 +168,12 @@ fi
 if want family; then
   fam=(--new-tokens 100 --dtype fp32 --matmul-precision high --repeats "$repeats" --model "$model")
   for b in $family_batches; do
-    bench "bench-ladder-b$b" --variants "$(generic naive,kv,static,compiled,pipelined,hf-generate)" \
+    bench "bench-ladder-b$b" \
+      --variants "$(generic naive,kv,static,compiled,pipelined,hf-generate,graphed-sync,graphed,fused)" \
       --batch "$b" "${fam[@]}"
-    for c in ${only_captures:-static compiled pipelined+compile}; do
+    for c in ${only_captures:-static compiled pipelined+compile graphed-sync}; do
       [ "$c" != none ] || continue
+      case "$c" in graphed* | fused) [ "$own" = 1 ] || continue ;; esac
       variant=${c%%+*} opts=(--batch "$b" "${fam[@]:0:6}" --model "$model")
       case "$c" in compiled | *+compile) opts+=(--compile default) ;; esac
       if ls -d "$dir/capture/"*"-$c-b$b" >/dev/null 2>&1; then say "family capture $c-b$b: done before, kept"; continue; fi

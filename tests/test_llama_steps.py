@@ -6,12 +6,13 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from harness.config import ConfigError, RunConfig, validate
 from harness.decode import new_state
 from harness.instrument import no_window
-from harness.llama_step import rope_tables
+from harness.llama_step import PAD, llama_logits, new_graphed_llama, rope_tables
 from harness.model import PRESETS, build_model, special_tokens
 from harness.run import make_decoder
 from harness.stops import stop_steps
@@ -114,6 +115,77 @@ def test_rope_tables_hold_hfs_cos_and_rotate_half_sin():
     hf_cos, hf_sin = model.model.rotary_emb(torch.zeros(1), position_ids=torch.tensor([[7]]))
     assert torch.equal(cos[7], hf_cos[0, 0])
     assert torch.equal(sin[7, 8:], hf_sin[0, 0, 8:]) and torch.equal(sin[7, :8], -hf_sin[0, 0, :8])
+
+
+class Calls(TorchFunctionMode):
+    """The torch functions and tensor methods a step calls, outermost only (F.rms_norm is one
+    call, as it is one kernel on CUDA; on the CPU it runs as several)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", str(func))
+        copied = name == "reshape" and out.untyped_storage().data_ptr() != (
+            args[0].untyped_storage().data_ptr())
+        if copied or name not in VIEWS:
+            self.names.append(name)
+        return out
+
+
+# Calls that launch nothing: views (reshape counts where it copied) and attribute reads.
+VIEWS = {"__get__", "__getitem__", "view", "transpose", "permute", "expand", "t", "chunk",
+         "reshape"}
+LAYER = ["rms_norm", "linear", "bmm", "index_copy_", "bmm", "softmax", "bmm", "addmm_",
+         "rms_norm", "linear", "silu", "mul", "addmm_"]
+
+
+@pytest.mark.parametrize("name", ["llama:tiny", "mistral:tiny"])
+@pytest.mark.parametrize("batch", [1, 4])
+def test_graphed_step_launches_13_ops_a_layer_and_8_a_step(name, batch):
+    # The module docstring's count: 13 L + 8 (+ a query copy a layer above batch 1, with
+    # more than one KV head).
+    model = build_model(name, "fp32", "cpu", seed=0)
+    kv = new_graphed_llama(model, batch, 20)
+    token, pos = torch.ones(batch, 1, dtype=torch.long), torch.tensor([3])
+    with torch.no_grad(), Calls() as calls:
+        llama_logits(model, kv, token, pos)
+    # mistral:tiny has one KV head: its query heads are [B, group, D] as they stand.
+    layer = LAYER[:4] + ["reshape"] * (batch > 1 and kv["kv_heads"] > 1) + LAYER[4:]
+    assert calls.names == (["embedding", "index_select", "mul", "sum", "gt", "where"] + layer * 2
+                           + ["rms_norm", "linear"])
+
+
+def test_rotary_matrices_are_hfs_rotation_scaled_on_q_identity_on_v():
+    torch.set_float32_matmul_precision("highest")
+    model = build_model("qwen2:tiny", "fp32", "cpu", seed=0)  # 4 heads over 2, head dim 32
+    kv = new_graphed_llama(model, 1, 20)
+    nh, nkv, d = kv["heads"], kv["kv_heads"], kv["head_dim"]
+    pos = torch.tensor([7])
+    rot = (kv["basis"] * kv["table"].index_select(0, pos).view(3, 1, 1, -1)).sum(0)
+    x = torch.randn(nh + 2 * nkv, 1, d, generator=torch.Generator().manual_seed(0))
+    cos, sin = model.model.rotary_emb(x, position_ids=pos[None])  # [1, 1, D]
+    hf = x * cos + torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1) * sin
+    out = torch.bmm(x, rot)
+    scale = model.model.layers[0].self_attn.scaling
+    torch.testing.assert_close(out[:nh], hf[:nh] * scale, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out[nh:nh + nkv], hf[nh:nh + nkv], rtol=1e-6, atol=1e-6)
+    assert torch.equal(out[nh + nkv:], x[nh + nkv:])
+
+
+def test_the_key_caches_mask_column_is_minus_inf_past_pos_in_every_layer():
+    model = build_model("mistral:tiny", "fp32", "cpu", seed=0)
+    kv = new_graphed_llama(model, 2, 20)  # 32 slots
+    d = kv["head_dim"]
+    with torch.no_grad():
+        llama_logits(model, kv, torch.ones(2, 1, dtype=torch.long), torch.tensor([5]))
+    keys = kv["cache"][:, 0]  # [L, B, KV, T, D + PAD]
+    assert keys.shape[-1] == d + PAD
+    assert (keys[..., :6, d] == 0).all() and (keys[..., 6:, d] == float("-inf")).all()
+    assert (keys[..., d + 1:] == 0).all() and (kv["cache"][:, 1, ..., d:] == 0).all()
+    assert (keys[..., 5, :d] != 0).all() and (keys[..., 6:, :d] == 0).all()  # slot 5 written
 
 
 def test_dynamic_rope_is_refused_in_one_line():

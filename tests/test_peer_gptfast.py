@@ -2,6 +2,7 @@
 checked in one line, and its summary of interleaved processes (the workers stubbed)."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,15 @@ def test_bad_options_exit_2_in_one_line(tmp_path, extra, message):
     assert proc.stderr.count("\n") == 1 and message in proc.stderr
 
 
-def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatch):
+def test_workers_share_compile_caches_under_the_workdir(tmp_path):
+    # A cache the user set is kept; the others go under WORKDIR/cache.
+    env = peer.cache_env(tmp_path, {"PATH": "/bin", "TRITON_CACHE_DIR": "/mine"})
+    assert env == {"PATH": "/bin", "TRITON_CACHE_DIR": "/mine",
+                   "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache" / "inductor"),
+                   "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
+
+
+def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatch, capsys):
     order = []
     times = {"gpt-fast": [0.50, 0.40, 0.45], "fused": [0.30, 0.20, 0.25]}
 
@@ -57,7 +66,7 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
         order.append((batch, side))
         ms = times[side][order.count((batch, side)) - 1] * batch
         return {"ms_per_token_median": ms, "floor_ms_per_token": 0.05, "sampling": "s",
-                "span": "x", "versions": {}}
+                "span": "x", "versions": {}, "process_s": 80.0 if len(order) == 1 else 20.0}
 
     monkeypatch.setattr(peer, "run_worker", worker)
     args = peer.parse(["--gpt-fast", str(fake_checkout(tmp_path)), "--variants", "fused",
@@ -69,4 +78,32 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
     assert (rows[1, "fused"]["min"], rows[1, "fused"]["max"]) == (0.20, 0.30)
     assert rows[2, "fused"]["speedup_vs_gpt_fast"] == pytest.approx(0.90 / 0.50)
     assert rows[1, "fused"]["floor_pct"] == pytest.approx(20.0)
+    assert rows[1, "gpt-fast"]["process_s"] == [80.0, 20.0, 20.0]  # the first one compiled
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines[:3] == ["batch 1, gpt-fast, process 1/3: starting",
+                         "batch 1, gpt-fast, process 1/3: 0.500 ms/token (process 80 s)",
+                         "batch 1, fused, process 1/3: starting"]
+    assert len(lines) == 24
     assert max(len(line) for line in peer.table(report).splitlines()) <= 100
+
+
+def test_a_run_cut_short_keeps_what_it_measured(tmp_path, monkeypatch):
+    calls = []
+
+    def worker(args, side, batch, model_dir):
+        calls.append(side)
+        if len(calls) == 4:
+            raise peer.PeerError("the fused process at batch 1 failed (exit 1): boom")
+        return {"ms_per_token_median": 0.5 if side == "gpt-fast" else 0.25,
+                "floor_ms_per_token": 0.05, "sampling": "s", "span": "x", "versions": {}}
+
+    monkeypatch.setattr(peer, "run_worker", worker)
+    out = tmp_path / "peer.json"
+    args = peer.parse(["--gpt-fast", str(fake_checkout(tmp_path)), "--variants", "fused",
+                       "--batches", "1", "--json", str(out)])
+    with pytest.raises(peer.PeerError):
+        peer.compare(args)
+    report = json.loads(out.read_text())
+    assert report["partial"] is True
+    assert [(r["side"], r["ms_per_token"], r["speedup_vs_gpt_fast"]) for r in report["rows"]] == [
+        ("gpt-fast", [0.5, 0.5], 1.0), ("fused", [0.25], 2.0)]

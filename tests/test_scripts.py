@@ -839,9 +839,28 @@ def test_study_family_benches_the_ladder_once_per_batch(tmp_path):
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls == [
         f"-m harness bench --json {study}/bench-ladder-b{b}.json --variants naive,kv,static,"
-        f"compiled,pipelined,hf-generate --batch {b} --new-tokens 100 --dtype fp32 "
-        "--matmul-precision high --repeats 3 --model llama" for b in (1, 32)]
+        f"compiled,pipelined,hf-generate,graphed-sync,graphed,fused --batch {b} --new-tokens 100 "
+        "--dtype fp32 --matmul-precision high --repeats 3 --model llama" for b in (1, 32)]
     # A part done before is kept: no second bench.
     again = run_script("study.sh", env, *args, cwd=tmp_path)
     assert again.returncode == 0 and "done before, kept" in again.stdout
     assert len((tmp_path / "calls").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("model, captured", [
+    ("llama", ["static", "compiled", "pipelined+compile", "graphed-sync"]),
+    ("phi", ["static", "compiled", "pipelined+compile"]),  # no own step: no graphed-sync
+])
+def test_study_family_captures_graphed_sync_where_our_own_step_runs(tmp_path, model, captured):
+    stub = tmp_path / "py"
+    stub.write_text("#!/usr/bin/env bash\nwhile [ $# -gt 0 ]; do [ \"$1\" = --json ] && "
+                    "echo '{\"results\": []}' >\"$2\"; shift; done\n")
+    stub.chmod(0o755)
+    env = make_env(tmp_path, GAPSCOPE_PYTHON=str(stub))
+    result = run_script("study.sh", env, "--parts", "family", "--model", model, "--budget",
+                        "quick", "--family-batches", "1", "--dir", str(tmp_path / "s"),
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = [line.split("] ", 1)[1] for line in result.stdout.splitlines()
+            if "family capture" in line and "FAILED" not in line]
+    assert said == [f"family capture {c} at batch 1" for c in captured]

@@ -3,12 +3,19 @@ several batches, from hand-made benches and from the real Llama run of docs/llam
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import golden
+import pandas as pd
 from click.testing import CliRunner
 
 from analysis.study.results import main
-from analysis.study.family import ladder_benches, ladder_table
+from analysis.study.family import (
+    family_findings,
+    ladder_benches,
+    ladder_table,
+    sync_bubble_findings,
+)
 
 LLAMA = Path(__file__).parent.parent / "docs" / "llama-20261201"
 
@@ -79,3 +86,56 @@ def test_the_family_part_needs_the_benches(tmp_path):
     result = CliRunner().invoke(main, [str(tmp_path), "-o", str(tmp_path), "--part", "family"])
     assert result.exit_code == 2 and "bench-ladder-b<B>.json" in result.output
     assert len(result.output.splitlines()) == 1
+
+
+def frame(rows: dict) -> pd.DataFrame:
+    """variant -> (ms/step, tokens hash), as read_bench gives them (p10/p90 = ms ∓ 0.1)."""
+    return pd.DataFrame([{"ms_per_step_median": m, "ms_per_step_p10": m - 0.1,
+                          "ms_per_step_p90": m + 0.1, "tokens_sha256": h}
+                         for m, h in rows.values()], index=list(rows))
+
+
+def capture(bubble_ns: float, twin_ns: float | None, level: str = "graph"):
+    summary = {"bubble_ns_median": bubble_ns, "cuda_graph_trace": level}
+    if twin_ns is not None:
+        summary["untraced"] = {"bubble_ns_median": twin_ns}
+    return SimpleNamespace(summary=summary), None
+
+
+def test_our_own_rungs_close_the_family_ladder():
+    by_batch = {1: frame({"fused": (0.3, "a"), "graphed": (0.8, "a"), "naive": (12.0, "a"),
+                          "graphed-sync": (0.9, "a"), "hf-generate": (1.8, "a")})}
+    assert list(ladder_table(by_batch)["variant"]) == ["naive", "hf-generate", "graphed-sync",
+                                                       "graphed", "fused"]
+
+
+def test_the_sync_bubble_traced_and_untraced_beside_the_measured_pair():
+    by_batch = {1: frame({"graphed-sync": (0.912, "a"), "graphed": (0.889, "a")}),
+                32: frame({"graphed-sync": (2.100, "b"), "graphed": (2.050, "b")})}
+    caps = {("graphed-sync", 1): capture(61_200, 30_100),
+            ("graphed-sync", 32): capture(75_450, None, "node")}
+    assert sync_bubble_findings(by_batch, caps) == [
+        "- **The sync bubble, once launches are cheap:** untraced, in one process a batch, "
+        "`graphed-sync` (one CUDA graph a step, `.item()` after each) against `graphed` (the flag "
+        "read a step late) ran 0.912 against 0.889 ms/step at batch 1: 23.0 µs a step, 2.6% of "
+        "`graphed`'s step; 2.100 against 2.050 ms/step at batch 32: 50.0 µs a step, 2.4% of "
+        "`graphed`'s step. `graphed-sync`'s median bubble between steps in its captures: 61.2 µs "
+        "traced (graph by graph) against 30.1 µs in its untraced twin at batch 1 and 75.5 µs "
+        "traced (node by node) against no untraced twin at batch 32."]
+    # The pair alone (no capture), and nothing without either.
+    (alone,) = sync_bubble_findings(by_batch, {})
+    assert alone.endswith("2.4% of `graphed`'s step.")
+    assert sync_bubble_findings({1: frame({"graphed": (0.889, "a")})}, {}) == []
+
+
+def test_tokens_that_differ_under_tf32_are_named_with_their_reason():
+    def tokens(differ: dict) -> str:
+        rows = {"kv": (10.0, "k"), "naive": (12.0, "k"), "graphed": (0.8, "k")} | differ
+        (line,) = [f for f in family_findings({32: frame(rows)}, {}) if "**Tokens:**" in f]
+        return line
+
+    assert "except `naive` at batch 32: under TF32 its whole-sequence recompute rounds" in tokens(
+        {"naive": (12.0, "x")})
+    assert ("except `naive` at batch 32 and `graphed` at batch 32: under TF32 their GEMMs (of "
+            "other shapes than `kv`'s) round differently") in tokens(
+        {"naive": (12.0, "x"), "graphed": (0.8, "y")})

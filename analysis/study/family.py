@@ -25,6 +25,8 @@ from ..study.text import (
 )
 
 CAPTURE = re.compile(r"Z-(?P<name>.+)-b(?P<batch>\d+)$")
+# The family's ladder: GPT-2's, then our own step's rungs where the family has them.
+FAMILY_LADDER = [*LADDER, "graphed-sync", "graphed", "fused"]
 
 
 def ladder_benches(study: Path) -> dict:
@@ -55,7 +57,7 @@ def ladder_table(by_batch: dict) -> pd.DataFrame:
     """One row a variant (the ladder's order), per batch its ms/step, the speedup over naive, and
     whether it decoded kv's tokens (tokens_sha256)."""
     rows = []
-    names = [v for v in LADDER if any(v in b.index for b in by_batch.values())]
+    names = [v for v in FAMILY_LADDER if any(v in b.index for b in by_batch.values())]
     for v in names:
         row = {"variant": v}
         for batch, b in by_batch.items():
@@ -90,7 +92,7 @@ def family_capture_rows(study: Path) -> tuple:
     twins = [(a.summary.get("untraced") or {}).get("bubble_ns_median")
              for a, _, _ in analyses.values()]
     rows["bubble µs untraced"] = ["–" if b is None else f"{b / 1e3:.1f}" for b in twins]
-    order = {v: i for i, v in enumerate(LADDER)}
+    order = {v: i for i, v in enumerate(FAMILY_LADDER)}
     rows = rows.sort_values(["batch", "capture"], key=lambda c: c.map(order)
                             if c.name == "capture" else c).reset_index(drop=True)
     by_key = {(name, batch): analyses[f"{name}-b{batch}"][:2] for name, batch, _ in found}
@@ -105,6 +107,8 @@ def capture_table(study: Path) -> pd.DataFrame:
         return rows
     rows = rows.rename(columns={"untraced": "untraced ms/step",
                                 "bubble median µs": "bubble µs traced"})
+    # A capture graph by graph has one record a replay and none of the graph's kernels.
+    rows.loc[rows["graph trace"] == "graph", "kernels/step"] = "–"
     return rows[["capture", "batch", "traced ms/step", "untraced ms/step", "GPU busy",
                  "op records/step", "kernels/step", "bubble µs traced", "bubble µs untraced",
                  "idle sync / host / queued", "sync idle share"]]
@@ -168,6 +172,7 @@ def family_findings(by_batch: dict, caps: dict) -> list:
         out.append(bullet("`torch.compile`:", f"{SAME_PROCESS} a batch, " + listing(comp)
                           + (f"; `compiled` launches {listing(counts)}" if counts else "") + "."))
     out += pingpong_findings(by_batch, caps)
+    out += sync_bubble_findings(by_batch, caps)
     prof = [(b, caps[("compiled", b)]) for b in batches if ("compiled", b) in caps]
     overheads = [r.traced_ms_per_step() / r.untraced_ms_per_step() - 1
                  for a, r in caps.values() if r.traced_ms_per_step() and r.untraced_ms_per_step()]
@@ -208,11 +213,14 @@ def family_findings(by_batch: dict, caps: dict) -> list:
     differ = [f"`{v}` at batch {b}" for b, rows in by_batch.items() if "kv" in rows.index
               for v in rows.index if rows.loc[v, "tokens_sha256"] != rows.loc["kv",
                                                                               "tokens_sha256"]]
+    naive_only = all(d.startswith("`naive` ") for d in differ)
     out.append(bullet(
         "Tokens:",
         "every rung decoded `kv`'s tokens (tokens_sha256)" + (
-            f" except {listing(differ)}: under TF32 its whole-sequence recompute rounds "
-            "differently and some greedy choices differ" if differ else "")
+            f" except {listing(differ)}: under TF32 "
+            + ("its whole-sequence recompute rounds" if naive_only
+               else "their GEMMs (of other shapes than `kv`'s) round")
+            + " differently and some greedy choices differ" if differ else "")
         + "; at \"highest\" the GPU tests check each rung against `kv` for all four families."))
     return out
 
@@ -252,6 +260,40 @@ def pingpong_findings(by_batch: dict, caps: dict) -> list:
     return out
 
 
+def sync_bubble_findings(by_batch: dict, caps: dict) -> list:
+    """`graphed-sync` against `graphed` untraced (the ladder's process at each batch) beside
+    `graphed-sync`'s bubble in its captures, traced and in the capture's untraced twin."""
+    pairs = []
+    for b, rows in by_batch.items():
+        if not {"graphed-sync", "graphed"} <= set(rows.index) or any(
+                _own(rows.loc[v]) for v in ("graphed-sync", "graphed")):
+            continue
+        s, g = (rows.loc[v, "ms_per_step_median"] for v in ("graphed-sync", "graphed"))
+        pairs.append(f"{s:.3f} against {g:.3f} ms/step at batch {b}: {(s - g) * 1e3:.1f} µs a "
+                     f"step, {pct((s - g) / g)} of `graphed`'s step")
+    bubbles = []
+    for b in by_batch:
+        if ("graphed-sync", b) not in caps:
+            continue
+        a = caps[("graphed-sync", b)][0]
+        level = "graph by graph" if a.summary.get("cuda_graph_trace") == "graph" else "node by node"
+        twin = (a.summary.get("untraced") or {}).get("bubble_ns_median")
+        bubbles.append(f"{a.summary['bubble_ns_median'] / 1e3:.1f} µs traced ({level}) against "
+                       + ("no untraced twin" if twin is None else f"{twin / 1e3:.1f} µs in its "
+                          "untraced twin") + f" at batch {b}")
+    if not pairs and not bubbles:
+        return []
+    text = []
+    if pairs:
+        text.append(f"untraced, {SAME_PROCESS} a batch, `graphed-sync` (one CUDA graph a step, "
+                    "`.item()` after each) against `graphed` (the flag read a step late) ran "
+                    + "; ".join(pairs))
+    if bubbles:
+        text.append("`graphed-sync`'s median bubble between steps in its captures: "
+                    + listing(bubbles))
+    return [bullet("The sync bubble, once launches are cheap:", ". ".join(text) + ".")]
+
+
 def family_sections(study: Path, fig: Path | None = None) -> list:
     """The part's Markdown; with `fig` (a directory) also its figure, fig/family-ladder.png."""
     by_batch = ladder_benches(study)
@@ -269,11 +311,15 @@ def family_sections(study: Path, fig: Path | None = None) -> list:
 
         model = json.loads(next(iter(sorted(study.glob("bench-ladder-b*.json")))).read_text())
         plot_family(fig / "family-ladder.png", by_batch,
-                    f"The ladder on --model {model['config'].get('model')}, untraced")
+                    f"The ladder on --model {model['config'].get('model')}, untraced",
+                    FAMILY_LADDER)
     parts.append("![family ladder](figures/family-ladder.png)")
+    graph_level = any(a.summary.get("cuda_graph_trace") == "graph" for a, _ in caps.values())
     caps = capture_table(study)
     if not caps.empty:
-        parts += ["### Captured (scripts/profile.sh, node-level; untraced = its bench and twin)",
+        how = ("eager and compiled node by node, graph replays graph by graph" if graph_level
+               else "node-level")
+        parts += [f"### Captured (scripts/profile.sh, {how}; untraced = its bench and twin)",
                   md_table(caps)]
     return parts
 

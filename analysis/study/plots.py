@@ -106,11 +106,12 @@ def plot_kernels(path: Path, table: pd.DataFrame, title: str):
     fig.savefig(path, dpi=110)
 
 
-def plot_family(path: Path, by_batch: dict, title: str):
-    """The family part's ladder: ms/step per variant, one bar per batch (p10-p90 whiskers)."""
+def plot_family(path: Path, by_batch: dict, title: str, order=None):
+    """The family part's ladder: ms/step per variant in `order` (default: the GPT-2 ladder's),
+    one bar per batch (p10-p90 whiskers)."""
     from ..study.benches import LADDER
 
-    names = [v for v in LADDER if any(v in b.index for b in by_batch.values())]
+    names = [v for v in order or LADDER if any(v in b.index for b in by_batch.values())]
     fig = new_figure(figsize=(8, 0.5 * len(names) * len(by_batch) / 2 + 1.6))
     ax = fig.subplots()
     height = 0.8 / max(len(by_batch), 1)
