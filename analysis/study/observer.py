@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import TraceError
+from ..measures.stats import median
+from ..study.text import fmt_ms
 from ..study.overhead import process_ms, variant_dirs
 from ..readers.untraced import read_untraced_steps
 from ..measures.untraced import untraced_summary
@@ -78,10 +80,6 @@ def _us(ns) -> str:
     return "–" if ns is None or pd.isna(ns) else f"{ns / 1e3:.1f}"
 
 
-def ms(x: float) -> str:
-    return f"{x:.3f}"
-
-
 def _share(traced, untraced) -> str:
     if traced is None or untraced is None or pd.isna(traced) or pd.isna(untraced) or traced <= 0:
         return "–"
@@ -135,7 +133,7 @@ def sync_cost_table(table: pd.DataFrame) -> pd.DataFrame:
             xa, xb = a["bench_ms"], b["bench_ms"]
             bench = "–"
             if xa and xb:
-                mid = (_median(xa) - _median(xb)) * 1e3
+                mid = (median(xa) - median(xb)) * 1e3
                 bench = f"{mid:.1f} [{(min(xa) - max(xb)) * 1e3:.1f}, " \
                         f"{(max(xa) - min(xb)) * 1e3:.1f}]"
             rows.append({
@@ -148,10 +146,6 @@ def sync_cost_table(table: pd.DataFrame) -> pd.DataFrame:
                                                f"{_us(b.get('node_bubble_ns'))}",
             })
     return pd.DataFrame(rows)
-
-
-def _median(values: list) -> float:
-    return float(pd.Series(values).median())
 
 
 # Captures made by profile.sh with their twin (a study's capture/ runs): (analysis, Run, strings)
@@ -179,9 +173,9 @@ def capture_share_table(analyses: dict) -> pd.DataFrame:
             "untraced bubble µs": _us(u["bubble_ns_median"]),
             "profiler's share": "–" if u["profiler_bubble_share"] is None
             else f"{u['profiler_bubble_share'] * 100:.0f}%",
-            "traced period ms": ms(s["period_ns_median"] / 1e6),
+            "traced period ms": fmt_ms(s["period_ns_median"] / 1e6),
             "untraced period ms": "–" if u["period_ns_median"] is None
-            else ms(u["period_ns_median"] / 1e6),
+            else fmt_ms(u["period_ns_median"] / 1e6),
             "untraced runs, period min–max ms": f"{len(per_run)}: "
             f"{min(per_run) / 1e6:.3f}–{max(per_run) / 1e6:.3f}" if per_run else "–",
         })
@@ -306,9 +300,9 @@ def sync_cost_findings(table: pd.DataFrame) -> list:
             continue
         b = found[("graphed", batch)]
         if a["bench_ms"] and b["bench_ms"]:
-            cost = _median(a["bench_ms"]) - _median(b["bench_ms"])
+            cost = median(a["bench_ms"]) - median(b["bench_ms"])
             costs.append(f"{cost * 1e3:.1f} µs at batch {batch} "
-                         f"({100 * cost / _median(b['bench_ms']):.1f}% of `graphed`'s step)")
+                         f"({100 * cost / median(b['bench_ms']):.1f}% of `graphed`'s step)")
     if costs:
         out.append(bullet(
             "What the sync costs once launches are cheap:",
@@ -326,7 +320,7 @@ def sync_cost_findings(table: pd.DataFrame) -> list:
                 continue
             ra, rb = (min(xa), max(xa)), (min(xb), max(xb))
             v = verdict(ra, rb)
-            faster = synced if _median(xa) < _median(xb) else hidden
+            faster = synced if median(xa) < median(xb) else hidden
             orders.append(
                 f"`{synced}` {ra[0]:.3f}–{ra[1]:.3f} against `{hidden}` {rb[0]:.3f}–{rb[1]:.3f} "
                 f"ms/step at batch {batch}: {v}"

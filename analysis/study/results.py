@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from ..render.markdown import frame_md_table
 from ..study import observer
 from ..cli import Command, GapscopeError, store_runs
 from ..errors import TraceError
@@ -26,7 +27,7 @@ from ..study.benches import (
     model_text,
     processes_tables,
 )
-from ..study.captures import capture_rows, md_table
+from ..study.captures import capture_rows
 from ..study.family import family_sections
 from ..study.plots import plot_idle, plot_kernels
 from ..sweep import run_dirs
@@ -47,7 +48,7 @@ def captures(study: Path) -> dict:
 def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:
     """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
     image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
-    return [title, md_table(table), *image]
+    return [title, frame_md_table(table), *image]
 
 
 def kernels_for(a, run, strings: dict, copy_rate: float | None) -> pd.DataFrame:
