@@ -15,7 +15,7 @@ import click
 import pandas as pd
 
 from ..render.markdown import frame_md_table
-from ..study import observer
+from ..study import observer, observer_text
 from ..cli import Command, GapscopeError, store_runs
 from ..errors import TraceError
 from ..measures.floor_bytes import class_bytes, recorded_bytes_per_step, run_step_bytes
@@ -132,8 +132,8 @@ def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
     if not len(table):
         return []
     parts = [f"## How much of the bubble is the profiler's ({sweep_dir.name})", OBSERVER_TEXT,
-             *observer.sweep_notes(sweep_dir, table),
-             *observer.observer_findings(sweep_dir, table)]
+             *observer_text.sweep_notes(sweep_dir, table),
+             *observer_text.observer_findings(sweep_dir, table)]
     batches = sorted(table["batch"].unique())
     anchor = 8 if 8 in batches else batches[0]
     if fig is not None:
