@@ -54,7 +54,7 @@ class RunConfig:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["out"] = str(self.out) if self.out is not None else None
         if self.kineto is None:
-            del d["kineto"]  # only a run with a torch.profiler twin says where it went
+            del d["kineto"]  # only a run with a Kineto capture says where it went
         else:
             d["kineto"] = str(self.kineto)
         if self.tp == 1:

@@ -8,9 +8,10 @@ fixed and the only moving part is `pos`, a device tensor: the step is captured o
 import torch
 import torch.nn.functional as F
 
-# Cache slots are padded to a multiple of 16: SDPA's efficient kernel padded its mask on every
-# call otherwise. The step now spells attention out, but docs/RESULTS.md was measured with it.
-SLOT_ALIGN = 16
+# Cache slots are padded to a multiple of SLOT_ALIGN (16): SDPA's efficient kernel padded its mask
+# on every call otherwise. The step now spells attention out, but docs/RESULTS.md was measured with
+# it. The number is defined once, with the floor that counts the padded slots.
+from .floor import SLOT_ALIGN
 
 
 def new_kv_cache(model, batch: int, max_len: int) -> dict:

@@ -1,4 +1,4 @@
-"""A torch.profiler (Kineto) capture of the profiler window, the twin of the nsys capture.
+"""A torch.profiler (Kineto) capture of the profiler window, beside the nsys capture.
 
 It opens and closes at the window's edges (instrument.window_step), so it holds the same steps
 nsys would; while it runs, the harness' NVTX ranges are also record_function ranges of the same

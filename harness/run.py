@@ -99,7 +99,7 @@ def run(cfg: RunConfig) -> dict:
 
 
 def kineto_capture(cfg: RunConfig):
-    """The torch.profiler twin of the window (--kineto), or None."""
+    """The Kineto capture of the window (--kineto: torch.profiler), or None."""
     if cfg.kineto is None:
         return None
     from .kineto import KinetoCapture

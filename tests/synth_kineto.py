@@ -2,7 +2,7 @@
 
 Times are given in ns and written as µs with three decimals (`"ts": 0.010` is 10 ns), the
 format of Kineto's fmtTs; `whole_us=True` writes whole µs, as older Kineto did. `from_synth`
-turns a tests/synth.py export into its Kineto twin, so one drawing checks both readers.
+turns a tests/synth.py export into its Kineto trace, so one drawing checks both readers.
 """
 
 import gzip
@@ -97,7 +97,7 @@ class KinetoSynth:
 
 
 def from_synth(s: Synth) -> KinetoSynth:
-    """The Kineto twin of a tests/synth.py export: the same ranges, calls and ops."""
+    """The Kineto trace of a tests/synth.py export: the same ranges, calls and ops."""
     names = {i: v for v, i in s.strings.items()}
     k = KinetoSynth()
     for start, end, _, text, gtid, _, text_id, _ in s.nvtx:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from analysis.store import db as db_mod
-from analysis.render import report
+from analysis.render import records, report
 from analysis.api import load_and_analyse
 from analysis.cli import main
 from analysis.readers.runs import Run
@@ -55,7 +55,7 @@ def test_csv_of_a_real_capture_is_pandas_to_csv_in_chunks_or_not(monkeypatch, ta
                          ignore_index=True).to_csv(index=False)
     assert report.to_csv(analyses, table) == expected
     # In chunks of 7 rows: joined back in order.
-    monkeypatch.setattr(report, "CSV_CHUNK_ROWS", 7)
+    monkeypatch.setattr(records, "CSV_CHUNK_ROWS", 7)
     assert report.to_csv(analyses, table) == expected
 
 

@@ -10,7 +10,7 @@ import pytest
 from synth import Synth
 
 from analysis.errors import TraceError
-from analysis.readers import load_trace, nsys
+from analysis.readers import load_trace, nsys, nsys_ops
 from analysis.measures.summary import analyze
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -95,7 +95,7 @@ def test_reading_ops_in_a_second_thread_gives_the_same_trace(monkeypatch):
     threaded = load_trace(path, parallel_min_ops=0)
     pd.testing.assert_frame_equal(serial.ops, threaded.ops)
     # As text in chunks of 1000 rows (7840 ops: the last chunk part full), joined in order.
-    monkeypatch.setattr(nsys, "TEXT_CHUNK_ROWS", 1000)
+    monkeypatch.setattr(nsys_ops, "TEXT_CHUNK_ROWS", 1000)
     pd.testing.assert_frame_equal(serial.ops, load_trace(path, parallel_min_ops=0).ops)
     assert len(serial.ops) == 7840 and (serial.ops["call_start"] >= 0).all()
 

@@ -6,7 +6,7 @@ import shutil
 import golden
 from click.testing import CliRunner
 
-from analysis.study.results import bytes_per_step, main
+from analysis.study.results import main
 
 CONFIG = {"model": "gpt2", "dtype": "fp32", "batch": 32, "new_tokens": 100}
 
@@ -21,31 +21,6 @@ def bench_entry(variant: str, ms_per_step: float, spread: float = 0.1) -> dict:
 def write_bench(path, entries: list, compile_mode=None) -> None:
     path.write_text(json.dumps({"config": {"compile": compile_mode, "repeats": 5},
                                 "copy_bytes_per_s": 4e12, "results": entries}))
-
-
-def test_linear_weights_and_the_padded_cache_are_the_least_bytes_a_step_moves():
-    # 12 layers of (768x2304 + 768x768 + 2 x 768x3072 weights, 6912 biases) + a 50257x768 head.
-    assert bytes_per_step({**CONFIG, "variant": "static"}) == {
-        "gemm": (12 * (7077888 + 6912) + 38597376) * 4, "attention": 2 * 12 * 32 * 100 * 768 * 4}
-    # The graphed step's cache pads its 100 slots to 112, and its GEMVs read them all.
-    assert bytes_per_step({**CONFIG, "variant": "graphed"})["gemv"] == 2 * 12 * 32 * 112 * 768 * 4
-    # The fused step reads the slots written so far: steps 31..50 read 31..50 slots, 40.5 a step.
-    fused = bytes_per_step({**CONFIG, "variant": "fused", "window": "30:50"})
-    assert fused["attention"] == 2 * 12 * 32 * 40.5 * 768 * 4
-
-
-def test_another_family_moves_its_parameters_and_a_grouped_query_cache():
-    # llama:small as run.json records it: untied, so the 32000x768 input embedding is one row.
-    llama = {"architecture": "llama", "layers": 12, "hidden": 768, "heads": 12, "kv_heads": 4,
-             "vocab": 32000, "tied_embeddings": False, "parameters": 125_000_000}
-    config = {**CONFIG, "model": "llama", "variant": "static"}
-    assert bytes_per_step(config, llama) == {
-        "gemm": (125_000_000 - 32000 * 768) * 4,
-        # 4 of 12 heads of 64 each per layer and slot, keys and values
-        "attention": 2 * 12 * 32 * 100 * (768 // 12 * 4) * 4}
-    # A GPT-2 record changes nothing: its own formula, biases counted.
-    assert bytes_per_step({**CONFIG, "variant": "static"}, {"architecture": "gpt2"}) == \
-        bytes_per_step({**CONFIG, "variant": "static"})
 
 
 def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data_dir):

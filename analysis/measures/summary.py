@@ -9,6 +9,7 @@ from ..errors import TraceError
 from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.intervals import Coverage
+from ..measures.stats import median, p90
 from ..measures.steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
@@ -46,17 +47,6 @@ class DeviceAnalysis:
     checks: pd.DataFrame
     ops: pd.DataFrame
     syncs: pd.DataFrame = field(default_factory=empty_syncs)
-
-
-def median(values) -> float | None:
-    """Median (mean of the two middle values for an even count); None when empty."""
-    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
-    return float(np.median(v)) if len(v) else None
-
-
-def p90(values) -> float | None:
-    v = pd.Series(values, dtype="Float64").dropna().to_numpy(dtype=np.float64)
-    return float(np.percentile(v, 90)) if len(v) else None
 
 
 def analyze(trace: Trace, options: Options = Options()) -> list:

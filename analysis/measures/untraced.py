@@ -14,8 +14,9 @@ import dataclasses
 
 import pandas as pd
 
+from ..measures.stats import median, p90
+from ..measures.summary import DeviceAnalysis
 from ..readers.untraced import UntracedSteps
-from ..measures.summary import DeviceAnalysis, median, p90
 
 # Per-step columns of the twin, by their name in the traced step table.
 TWIN_COLUMNS = {"period_ns": "untraced_period_ns", "bubble_ns": "untraced_bubble_ns",

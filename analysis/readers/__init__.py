@@ -1,6 +1,7 @@
 """One reader per kind of capture, each turning its input into the same analysis.readers.trace.Trace.
 
-    nsys.py     an Nsight Systems SQLite export (`nsys export --type sqlite`), gzipped or not
+    nsys.py     an Nsight Systems SQLite export (`nsys export --type sqlite`), gzipped or not;
+                its GPU ops and their launch calls are nsys_ops.py's
     kineto.py   a torch.profiler trace (`prof.export_chrome_trace`, `.json` or `.json.gz`)
 
 `load_trace` picks the reader from the file's first bytes, not its name: a gzip stream is looked

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..readers.nsys import match_launches
+from ..readers.nsys_ops import match_launches
 from ..readers.trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
 
 # Categories of GPU ops; the capitalised ones are older Kineto's names (HTA reads both).

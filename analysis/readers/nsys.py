@@ -4,9 +4,7 @@ The file is opened read-only (`mode=ro`): analysing a trace never changes its by
 Required tables are checked first, with the nsys option that would have recorded them.
 """
 
-import itertools
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +12,17 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
+from ..readers.nsys_ops import (
+    OP_TABLES,
+    PARALLEL_MIN_OPS,
+    empty_ops,
+    int_frame,
+    read_ops,
+    table_columns,
+)
 from ..readers.trace import (
     BLOCKING_CALLS,
-    GRAPH,
     GRAPH_LAUNCH_CALLS,
-    KERNEL,
-    MEMCPY,
-    MEMSET,
     Trace,
     empty_calls,
     strip_api_suffix,
@@ -35,21 +37,8 @@ RANGE_EVENT_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
 # An instant event (nvtxMark): NvtxMark in nsys's schema reference.
 NVTX_MARK = 34
 
-OP_TABLES = {
-    KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
-    MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
-    MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET",
-    # One row per graph execution: what nsys's default `--cuda-graph-trace=graph` records
-    # instead of the graph's kernels, copies and sets.
-    GRAPH: "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
-}
-
-# globalTid = pid << 24 | tid (plus a hardware tag in the top bits); globalPid keeps the upper part.
-PID_MASK = np.int64(-(1 << 24))  # 0xFFFFFFFFFF000000 as a signed 64-bit mask
 
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
-OP_FRAME_COLUMNS = ["start", "end", "device", "stream", "corr", "name_id", "kind", "call_start",
-                    "call_end", "tid"]
 
 REQUIRED_TABLES = {
     "StringIds": "every nsys export has it: is this file a SQLite export of Nsight Systems?",
@@ -83,9 +72,6 @@ def _tables(con: sqlite3.Connection) -> set:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def _columns(con: sqlite3.Connection, table: str) -> set:
-    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
-
 
 def check_tables(path: Path, tables: set) -> list:
     """The op tables present; raises naming the first missing required table. A capture of GPU
@@ -110,10 +96,6 @@ def check_tables(path: Path, tables: set) -> list:
     return kinds
 
 
-def empty_ops() -> pd.DataFrame:
-    """The ops of a capture without a CUDA trace: none, with read_ops's columns."""
-    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in OP_FRAME_COLUMNS})
-
 
 SCHEMA_VERSION_SQL = "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"
 
@@ -124,171 +106,6 @@ def _schema_version(con: sqlite3.Connection, tables: set) -> str:
     row = con.execute(SCHEMA_VERSION_SQL).fetchone()
     return row[0] if row else "unknown"
 
-
-# Lazy exports leave out empty tables, so the union is built from the tables that exist.
-# `what` is the kernel's name id, or -kind for a memcpy or memset (names are ids >= 0); a graph
-# execution's graph exec id comes with its rows of their own (GRAPH_SQL), few as they are.
-# Device and stream (a CUPTI uint32) travel as one integer: every column costs about 0.1 s per
-# million rows on the way from SQLite to Python.
-OP_SELECT_SQL = """
-SELECT start, end, (deviceId << 32) | streamId, IFNULL(correlationId, -1), {pid}, {what}
-FROM {table}
-"""
-OP_COLUMNS = ["start", "end", "device_stream", "corr", "pid", "what"]
-GRAPH_SQL = """
-SELECT start, end, (deviceId << 32) | streamId, IFNULL(correlationId, -1), {pid}, {exec_id}
-FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
-"""
-
-# The API calls that launched ops: only those whose correlationId an op carries. Matching them
-# to ops in numpy costs less than SQLite's join, which indexes the whole API table first.
-LAUNCH_SQL = """
-SELECT correlationId, start, end, IFNULL(globalTid, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME
-WHERE correlationId IN ({corr})
-"""
-LAUNCH_COLUMNS = ["corr", "start", "end", "tid"]
-
-
-def _int_columns(rows: list, columns: list) -> dict:
-    """The rows' integer columns as numpy arrays (views of one row-major block)."""
-    try:
-        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64,
-                           count=len(rows) * len(columns))
-    except (TypeError, ValueError) as e:
-        # NULL where nsys always writes a value: damaged, or not written by nsys.
-        raise sqlite3.DatabaseError(f"unexpected value in {', '.join(columns)}: {e}") from None
-    data = flat.reshape(len(rows), len(columns))
-    return {c: data[:, i] for i, c in enumerate(columns)}
-
-
-def _int_frame(rows: list, columns: list) -> pd.DataFrame:
-    return pd.DataFrame(_int_columns(rows, columns))
-
-
-def match_launches(op_pid: np.ndarray, op_corr: np.ndarray, calls: dict) -> np.ndarray:
-    """Row of `calls` that launched each op (-1: none): same correlationId, same process
-    (correlation ids are per process). Ops without globalPid (older schemas) match on the id
-    alone. Where two calls of a process share an id, the earlier one launched the op."""
-    if len(calls["corr"]) == 0:
-        return np.full(len(op_corr), -1, dtype=np.int64)
-    call_pid = calls["tid"] & PID_MASK
-    if (op_pid < 0).any():
-        op_pid, call_pid = np.zeros_like(op_pid), np.zeros_like(call_pid)
-    codes, _ = pd.factorize(np.concatenate([op_pid, call_pid]))
-    # Correlation ids are uint32: one int64 key holds (process, id).
-    key = (codes.astype(np.int64) << 32) | (np.concatenate([op_corr, calls["corr"]]) & 0xFFFFFFFF)
-    op_key, call_key = key[:len(op_pid)], key[len(op_pid):]
-    order = np.lexsort((calls["start"], call_key))
-    sorted_key = call_key[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = sorted_key[1:] != sorted_key[:-1]
-    sorted_key, order = sorted_key[first], order[first]
-    pos = np.minimum(np.searchsorted(sorted_key, op_key), len(sorted_key) - 1)
-    found = (sorted_key[pos] == op_key) & (op_corr >= 0)
-    return np.where(found, order[pos], -1)
-
-
-# From this many ops on, a second thread reads the ops while this one reads their launch calls,
-# and reads them as text: SQLite formats a chunk of rows into one string in a single step, with
-# the GIL released all along, and numpy parses the string. Rows fetched one at a time need the
-# GIL back for each row's Python objects, and two threads fetching so run slower than one
-# (ANALYSIS.md, Robustness). A thread, not a process: safe in a notebook or any threaded program.
-PARALLEL_MIN_OPS = 200_000
-TEXT_CHUNK_ROWS = 250_000
-OP_COUNT_SQL = "SELECT count(*) FROM {table}"
-ROWID_RANGE_SQL = "SELECT min(rowid), max(rowid) FROM {table}"
-# OP_SELECT_SQL's columns, a row as text and a chunk of rows as one string. A row with a NULL
-# drops out of group_concat (NULL || text is NULL): the count says so.
-OPS_TEXT_SQL = """
-SELECT count(*), group_concat(start || ',' || end || ',' || ((deviceId << 32) | streamId) || ','
-    || IFNULL(correlationId, -1) || ',' || {pid} || ',' || {what}, ',')
-FROM {table} WHERE rowid BETWEEN ? AND ?
-"""
-
-
-def _ops_as_text(uri: str, selects: list) -> dict:
-    """OP_COLUMNS of the (table, pid, what) selects, in rowid order as OP_SELECT_SQL reads them,
-    on a read-only connection of its own (what the second thread runs)."""
-    con = sqlite3.connect(uri, uri=True)
-    parts = []
-    try:
-        for table, pid, what in selects:
-            sql = OPS_TEXT_SQL.format(table=table, pid=pid, what=what)
-            lo, hi = con.execute(ROWID_RANGE_SQL.format(table=table)).fetchone()
-            for first in range(lo, hi + 1, TEXT_CHUNK_ROWS) if lo is not None else ():
-                count, text = con.execute(sql, (first, first + TEXT_CHUNK_ROWS - 1)).fetchone()
-                try:
-                    values = np.fromstring(text or "", dtype=np.int64, sep=",")
-                except ValueError:
-                    values = None
-                if values is None or len(values) != count * len(OP_COLUMNS):
-                    raise sqlite3.DatabaseError(f"unexpected value in {table}: NULL or not an "
-                                                "integer where nsys writes one")
-                parts.append(values)
-    finally:
-        con.close()
-    data = (np.concatenate(parts) if parts else np.empty(0, np.int64)).reshape(-1, len(OP_COLUMNS))
-    return {c: data[:, i] for i, c in enumerate(OP_COLUMNS)}
-
-
-def _pid_column(con: sqlite3.Connection, table: str) -> str:
-    return "IFNULL(globalPid, -1)" if "globalPid" in _columns(con, table) else "-1"
-
-
-def _read_graphs(con: sqlite3.Connection) -> dict:
-    """The graph executions, with `what` their graph exec id (the graph's id in older exports)."""
-    columns = _columns(con, OP_TABLES[GRAPH])
-    exec_id = next((c for c in ("graphExecId", "graphId") if c in columns), "-1")
-    sql = GRAPH_SQL.format(pid=_pid_column(con, OP_TABLES[GRAPH]), exec_id=f"IFNULL({exec_id}, -1)")
-    return _int_columns(con.execute(sql).fetchall(), OP_COLUMNS)
-
-
-def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
-             parallel_min_ops: int = PARALLEL_MIN_OPS) -> pd.DataFrame:
-    rows = [k for k in kinds if k != GRAPH]
-    selects = [(OP_TABLES[k], _pid_column(con, OP_TABLES[k]), "shortName" if k == KERNEL else -k)
-               for k in rows]
-    ops_sql = " UNION ALL ".join(OP_SELECT_SQL.format(table=t, pid=p, what=w)
-                                 for t, p, w in selects)
-    corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
-    launch_sql = LAUNCH_SQL.format(corr=corr_sql)
-    count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in rows)
-    if count < parallel_min_ops:
-        raw = _int_columns(con.execute(ops_sql).fetchall() if rows else [], OP_COLUMNS)
-        calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
-    else:
-        with ThreadPoolExecutor(1, thread_name_prefix="gapscope-ops") as pool:
-            pending = pool.submit(_ops_as_text, uri, selects)
-            calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
-            raw = pending.result()
-    what = raw["what"]
-    kind = np.where(what >= 0, KERNEL, -what)
-    name_id = np.maximum(what, -1)
-    if GRAPH in kinds:
-        graphs = _read_graphs(con)
-        raw = {c: np.concatenate([raw[c], graphs[c]]) for c in OP_COLUMNS}
-        kind = np.concatenate([kind, np.full(len(graphs["what"]), GRAPH)])
-        name_id = np.concatenate([name_id, graphs["what"]])
-    launch = match_launches(raw["pid"], raw["corr"], calls)
-    found = launch >= 0
-
-    def call_column(name: str) -> np.ndarray:
-        return np.where(found, calls[name][launch] if len(calls[name]) else -1, -1)
-
-    device_stream = raw["device_stream"]
-    # copy=False: the columns as they are, not stacked into one block (0.15 s a million ops).
-    return pd.DataFrame({
-        "start": raw["start"],
-        "end": raw["end"],
-        "device": device_stream >> 32,
-        "stream": device_stream & 0xFFFFFFFF,
-        "corr": raw["corr"],
-        "name_id": name_id,
-        "kind": kind,
-        "call_start": call_column("start"),
-        "call_end": call_column("end"),
-        "tid": call_column("tid"),
-    }, copy=False)
 
 
 def call_name_ids(strings: dict, names: frozenset) -> dict:
@@ -313,7 +130,7 @@ def read_calls(con: sqlite3.Connection, strings: dict) -> tuple:
     blocking = blocking_name_ids(strings)
     launches = call_name_ids(strings, GRAPH_LAUNCH_CALLS)
     sql = CALLS_SQL.format(ids=", ".join(str(i) for i in blocking | launches) or "NULL")
-    calls = _int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "corr", "name_id"])
+    calls = int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "corr", "name_id"])
     is_blocking = calls["name_id"].isin(list(blocking)).to_numpy()
     block = calls[is_blocking].reset_index(drop=True)
     block["name"] = block["name_id"].map(blocking).astype(object)
@@ -331,7 +148,7 @@ WHERE e.eventType IN ({types}) AND e.end IS NOT NULL
 
 
 def read_ranges(con: sqlite3.Connection) -> pd.DataFrame:
-    has_text_id = "textId" in _columns(con, "NVTX_EVENTS")
+    has_text_id = "textId" in table_columns(con, "NVTX_EVENTS")
     sql = RANGES_SQL.format(
         name="COALESCE(e.text, s.value)" if has_text_id else "e.text",
         join="LEFT JOIN StringIds AS s ON s.id = e.textId" if has_text_id else "",
@@ -368,7 +185,7 @@ WHERE e.eventType = {mark}
 
 def read_marks(con: sqlite3.Connection) -> pd.DataFrame:
     """The NVTX marks: start, tid, name ("" where a mark has no message)."""
-    has_text_id = "textId" in _columns(con, "NVTX_EVENTS")
+    has_text_id = "textId" in table_columns(con, "NVTX_EVENTS")
     sql = MARKS_SQL.format(
         name="COALESCE(e.text, s.value)" if has_text_id else "e.text",
         join="LEFT JOIN StringIds AS s ON s.id = e.textId" if has_text_id else "",

@@ -116,7 +116,8 @@ def resolve_run(arg: str) -> Run:
     twin = twin if twin is not None and twin.is_file() else None
     if trace.name not in KINETO_NAMES:
         return Run(trace, label, info, twin)
-    # The torch.profiler twin of a run: told apart from its nsys capture, timed by its own run.
+    # The Kineto capture of a run (torch.profiler, --kineto): told apart from its nsys
+    # capture, timed by its own run. ("Twin" is the untraced CUDA-event timeline only.)
     own = info.get("kineto")
     if isinstance(own, dict) and isinstance(own.get("timing"), dict):
         info = {**info, "timing": own["timing"]}

@@ -5,8 +5,8 @@ configuration land, the spread any comparison between processes must exceed."""
 import json
 from pathlib import Path
 
+from ..render.markdown import frame_md_table
 from ..study.benches import processes_tables
-from ..study.captures import md_table
 from ..study.text import BETWEEN_PROCESSES, bullet
 
 AA_TEXT = (
@@ -47,5 +47,5 @@ def aa_sections(root: Path) -> list:
     parts = [f"## The A/A noise floor between processes ({root.name})", AA_TEXT,
              *aa_findings(root)]
     for title, table in tables:
-        parts += [title, md_table(table)]
+        parts += [title, frame_md_table(table)]
     return parts

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..study.text import fmt_ms
+
 LADDER = [
     "naive",
     "kv",
@@ -53,7 +55,7 @@ def ladder_table(b: dict) -> pd.DataFrame:
         {
             "variant": rows.index,
             "bench (one process)": rows["bench"],
-            "ms/step median": rows["ms_per_step_median"].map(ms),
+            "ms/step median": rows["ms_per_step_median"].map(fmt_ms),
             "p10–p90": [
                 f"{a:.2f}–{c:.2f}"
                 for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
@@ -88,8 +90,8 @@ def scale_table(b: dict) -> pd.DataFrame:
                 "new tokens": n,
                 "naive ms/run": f"{naive['ms_per_run_median']:.0f}",
                 "kv ms/run": f"{kv['ms_per_run_median']:.0f}",
-                "naive ms/step": ms(naive["ms_per_step_median"]),
-                "kv ms/step": ms(kv["ms_per_step_median"]),
+                "naive ms/step": fmt_ms(naive["ms_per_step_median"]),
+                "kv ms/step": fmt_ms(kv["ms_per_step_median"]),
                 "naive / kv": f"{naive['ms_per_run_median'] / kv['ms_per_run_median']:.2f}x",
                 "naive reserved MiB": f"{naive['peak_reserved_bytes'] / 2**20:.0f}",
             }
@@ -113,8 +115,8 @@ def batch_table(b: dict) -> pd.DataFrame:
         rows.append(
             {
                 "batch": n,
-                "compiled ms/step": ms(c["ms_per_step_median"]),
-                "pipelined+compile ms/step": ms(p["ms_per_step_median"]),
+                "compiled ms/step": fmt_ms(c["ms_per_step_median"]),
+                "pipelined+compile ms/step": fmt_ms(p["ms_per_step_median"]),
                 "pipelined gain": f"{gain * 100:+.1f}%",
                 "within p10–p90 noise": "yes" if overlaps(c, p) else "no",
             }
@@ -128,7 +130,7 @@ def finish_table(b: dict) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "variant": rows.index,
-            "ms/step median": rows["ms_per_step_median"].map(ms),
+            "ms/step median": rows["ms_per_step_median"].map(fmt_ms),
             "p10–p90": [
                 f"{a:.3f}–{c:.3f}"
                 for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
@@ -156,15 +158,11 @@ def finish_options_table(b: dict) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "variant": [name for name, _ in rows],
-            "ms/step median": [ms(r["ms_per_step_median"]) for _, r in rows],
+            "ms/step median": [fmt_ms(r["ms_per_step_median"]) for _, r in rows],
             "p10–p90": [f"{r['ms_per_step_p10']:.3f}–{r['ms_per_step_p90']:.3f}" for _, r in rows],
             "peak reserved MiB": [f"{r['peak_reserved_bytes'] / 2**20:.0f}" for _, r in rows],
         }
     )
-
-
-def ms(x: float) -> str:
-    return f"{x:.3f}"
 
 
 def processes_tables(study: Path, pattern: str = "processes-*.json") -> list:
@@ -175,7 +173,7 @@ def processes_tables(study: Path, pattern: str = "processes-*.json") -> list:
     for path in sorted(study.glob(pattern)):
         report = json.loads(path.read_text())
         rows = [{"variant": r["variant"], "processes": r["processes"],
-                 "ms/step median": ms(r["ms_per_step_median"]),
+                 "ms/step median": fmt_ms(r["ms_per_step_median"]),
                  "95% CI (between processes)": "[{:.3f}, {:.3f}]".format(*r["ms_per_step_ci95"])}
                 for r in report["results"]]
         for d in report["differences"]:

@@ -16,7 +16,6 @@ the loader that touches SQLite, and it only writes its own scratch copy.
 import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 import click
 
 from ..capture.nsys import EXPORT_TIMEOUT_S
+from ..measures.stats import median
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[2] / "tests/data/h200-eager-static-bs16.sqlite"
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -206,14 +206,14 @@ def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tup
     if nsys:
         version, times = nsys
         head += (f" nsys {version} `stats -r nvtx_gpu_proj_trace`: "
-                 f"{statistics.median(times):.2f} s (median; runs "
+                 f"{median(times):.2f} s (median; runs "
                  f"{min(times):.2f}–{max(times):.2f} s).")
     lines = [f"| gapscope command | wall, median of {runs} | runs | / nsys | peak RSS | written |",
              "| --- | --- | --- | --- | --- | --- |"]
     ratios = []
     for name, walls, own, written in rows:
-        wall = statistics.median(walls)
-        ratio = wall / statistics.median(nsys[1]) if nsys else None
+        wall = median(walls)
+        ratio = wall / median(nsys[1]) if nsys else None
         if ratio is not None:
             ratios.append(ratio)
         lines.append(f"| `{name}` | {wall:.2f} s | {min(walls):.2f}–{max(walls):.2f} s | "
@@ -253,12 +253,12 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
             nsys_times.append(run_nsys(nsys, trace, scratch / "nsys"))
         for name, args in todo.items():
             results[name].append(run_command(args, scratch / "out"))
-    nsys_s = statistics.median(nsys_times) if nsys else None
+    nsys_s = median(nsys_times) if nsys else None
     click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | written | / nsys |")
     click.echo("| --- | --- | --- | --- | --- |")
     rows = []
     for name, rs in results.items():
-        wall = statistics.median(r[0] for r in rs)
+        wall = median(r[0] for r in rs)
         own = max(r[1] for r in rs) / 2**20
         ratio = f"{wall / nsys_s:.2f}x" if nsys_s else "n/a"
         click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {rs[0][2] / 2**20:.1f} MiB | "

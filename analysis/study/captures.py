@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..study.benches import ms
 from ..measures.summary import Options
 from ..sweep import analyse_all
 from ..readers.trace import KERNEL
+from ..study.text import fmt_ms
 
 # path -> (stamp, analyse_one's result): the parts of one `study_publish` run share their
 # captures (several parts read one), each analysed once; a changed file is analysed again.
@@ -38,13 +38,6 @@ def analysed(paths: list, progress: bool = False) -> list:
 def is_traced(a) -> bool:
     """False for a capture of GPU metrics alone (no gaps to show)."""
     return "idle_ns" in a.summary
-
-
-def md_table(df: pd.DataFrame) -> str:
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    rule = "| " + " | ".join("---" for _ in df.columns) + " |"
-    body = ["| " + " | ".join(map(str, row)) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
 
 
 def kernels_per_step(a) -> float:
@@ -88,8 +81,8 @@ def capture_rows(caps: dict) -> tuple:
                 "made": made(run),
                 "batch": (run.info.get("config") or {}).get("batch", "–"),
                 "graph trace": s.get("cuda_graph_trace", "–"),
-                "traced ms/step": ms(traced) if traced else "–",
-                "untraced": ms(untraced) if untraced else "–",
+                "traced ms/step": fmt_ms(traced) if traced else "–",
+                "untraced": fmt_ms(untraced) if untraced else "–",
                 "nsys overhead": f"{(traced / untraced - 1) * 100:+.0f}%"
                 if traced and untraced
                 else "–",

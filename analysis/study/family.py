@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..render.markdown import frame_md_table
 from ..study.benches import LADDER, model_text, read_bench
-from ..study.captures import capture_rows, kernels_per_step, md_table
+from ..study.captures import capture_rows, kernels_per_step
 from ..study.text import (
     BETWEEN_PROCESSES,
     SAME_PROCESS,
@@ -303,7 +304,7 @@ def family_sections(study: Path, fig: Path | None = None) -> list:
     parts = [f"## The ladder on another family ({study.name})", model_line(study) + ".",
              *family_findings(by_batch, caps)]
     parts += ["### Untraced (harness bench, one process per batch)",
-              md_table(ladder_table(by_batch)),
+              frame_md_table(ladder_table(by_batch)),
               "† benched in a process of its own (its capture's untraced run), not beside the "
               "others: compare it with them only across the between-process spread."]
     if fig is not None:
@@ -320,6 +321,6 @@ def family_sections(study: Path, fig: Path | None = None) -> list:
         how = ("eager and compiled node by node, graph replays graph by graph" if graph_level
                else "node-level")
         parts += [f"### Captured (scripts/profile.sh, {how}; untraced = its bench and twin)",
-                  md_table(caps)]
+                  frame_md_table(caps)]
     return parts
 

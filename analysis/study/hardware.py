@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..render.hardware import hardware_table
-from ..study.captures import analysed, is_traced, md_table
+from ..render.markdown import frame_md_table
+from ..study.captures import analysed, is_traced
 from ..study.text import bullet, listing, span
 from ..sweep import run_dirs
 
@@ -153,4 +154,4 @@ def hardware_sections(root: Path, fig: Path | None) -> list:
         plot_hardware(t, fig / "hardware-view.png")
     return [f"## The hardware view ({root.name})", HARDWARE_TEXT, made_line(root),
             *hardware_findings(t),
-            md_table(hardware_md(t)), "![hardware view](figures/hardware-view.png)"]
+            frame_md_table(hardware_md(t)), "![hardware view](figures/hardware-view.png)"]

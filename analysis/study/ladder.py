@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..render.markdown import frame_md_table
 from ..study.benches import (
     LADDER_NOTE,
     batch_table,
@@ -16,16 +17,15 @@ from ..study.benches import (
     ladder_rows,
     ladder_table,
     model_text,
-    ms,
     numbered,
     scale_table,
 )
-from ..study.captures import md_table
 from ..study.text import (
     BETWEEN_PROCESSES,
     SAME_PROCESS,
     apart,
     bullet,
+    fmt_ms,
     listing,
     pct,
     span,
@@ -47,8 +47,9 @@ def _p(row: pd.Series, digits: int) -> str:
 
 def _pair(a: str, ra: pd.Series, b: str, rb: pd.Series, digits: int = 2) -> str:
     """`a` X against `b` Y ms/step (p10–p90 .. and ..: apart|overlapping)."""
-    return (f"`{a}` {ms(ra['ms_per_step_median'])} against `{b}` {ms(rb['ms_per_step_median'])} "
-            f"ms/step (p10–p90 {_p(ra, digits)} and {_p(rb, digits)}: "
+    return (f"`{a}` {fmt_ms(ra['ms_per_step_median'])} against "
+            f"`{b}` {fmt_ms(rb['ms_per_step_median'])} ms/step "
+            f"(p10–p90 {_p(ra, digits)} and {_p(rb, digits)}: "
             f"{verdict(_range(ra), _range(rb))})")
 
 
@@ -81,15 +82,15 @@ def ladder_findings(b: dict) -> list:
     if same:
         best = max(same, key=x.get)
         text = (f"In one process (`{naive['bench']}`) the fastest rung, `{best}`, ran "
-                f"{ms(lad.loc[best, 'ms_per_step_median'])} against naive's {ms(base)} ms/step "
-                f"({x[best]:.2f}x)")
+                f"{fmt_ms(lad.loc[best, 'ms_per_step_median'])} against naive's "
+                f"{fmt_ms(base)} ms/step ({x[best]:.2f}x)")
         if "compiled" in same and best != "compiled":
             text += f", `compiled` {x['compiled']:.2f}x"
         text += "."
         if "pipelined+compile" in other:
             r = lad.loc["pipelined+compile"]
             text += (f" The article's last rung, `pipelined+compile`, ran "
-                     f"{ms(r['ms_per_step_median'])} in another process (`{r['bench']}`): "
+                     f"{fmt_ms(r['ms_per_step_median'])} in another process (`{r['bench']}`): "
                      f"{x['pipelined+compile']:.2f}x naive's figure, {BETWEEN_PROCESSES}.")
         reached = [v for v in lad.index if x[v] >= ARTICLE_SPEEDUP]
         title = (f"The article's \"about {ARTICLE_SPEEDUP}x over naive\" "
@@ -123,7 +124,7 @@ def ladder_findings(b: dict) -> list:
             f"precedes CUDA) reserved {e['peak_reserved_bytes'] / 2**20:.0f} against kv's "
             f"{k['peak_reserved_bytes'] / 2**20:.0f} MiB (fragmentation "
             f"{pct(e['fragmentation'])} against {pct(k['fragmentation'])}) and ran "
-            f"{ms(e['ms_per_step_median'])} against {ms(k['ms_per_step_median'])} ms/step, "
+            f"{fmt_ms(e['ms_per_step_median'])} against {fmt_ms(k['ms_per_step_median'])} ms/step, "
             f"{BETWEEN_PROCESSES} (p10–p90 {_p(e, 2)} and {_p(k, 2)}: "
             f"{verdict(_range(e), _range(k))})."))
     if {"static", "kv"} <= set(same) | {"naive"} and "static" in lad.index:
@@ -187,12 +188,12 @@ def finish_findings(b: dict) -> list:
             f"{cost * 1e3:.1f} µs, {pct(cost / g['ms_per_step_median'])} of the graphed step."))
     if "fused" in fin.index:
         f = fin.loc["fused"]
-        text = f"`fused` ran {ms(f['ms_per_step_median'])} ms/step"
+        text = f"`fused` ran {fmt_ms(f['ms_per_step_median'])} ms/step"
         ref = [(v, fin.loc[v]) for v in ("hf-generate", "graphed") if v in fin.index]
         if ref:
             text += f" {SAME_PROCESS} (`bench-finish`): " + ", ".join(
                 f"{r['ms_per_step_median'] / f['ms_per_step_median']:.2f}x `{v}` "
-                f"({ms(r['ms_per_step_median'])})" for v, r in ref)
+                f"({fmt_ms(r['ms_per_step_median'])})" for v, r in ref)
         text += (f"; it reaches {f['weight_floor_pct']:.1f}% of the weight-bandwidth floor "
                  "(the weights' bytes over the bench's measured copy rate).")
         out.append(bullet("The fused step.", text))
@@ -212,8 +213,9 @@ def finish_findings(b: dict) -> list:
             "torch sends a GEMM with a bias to cuBLASLt, whose split-K kernels for these shapes "
             "come with a memset node (the `[memset]` rows of the per-kernel tables); with "
             f"`DISABLE_ADDMM_CUDA_LT=1` (`bench-lt-off`, a process of its own) the graphed step "
-            f"ran {ms(lt['ms_per_step_median'])} against {ms(g['ms_per_step_median'])} ms/step "
-            f"in `bench-finish`, {pct(1 - lt['ms_per_step_median'] / g['ms_per_step_median'])} "
+            f"ran {fmt_ms(lt['ms_per_step_median'])} against "
+            f"{fmt_ms(g['ms_per_step_median'])} ms/step in `bench-finish`, "
+            f"{pct(1 - lt['ms_per_step_median'] / g['ms_per_step_median'])} "
             f"less, {BETWEEN_PROCESSES}."))
     branches = numbered(b, "branches")
     if branches and "fused" in fin.index:
@@ -222,9 +224,9 @@ def finish_findings(b: dict) -> list:
             "Busy is not fast:",
             "`fused` with its batch cut into micro-batches on streams inside the graph (each "
             "its own process) ran " + ", ".join(
-                f"{ms(df.loc['fused', 'ms_per_step_median'])} ms/step with {n}"
+                f"{fmt_ms(df.loc['fused', 'ms_per_step_median'])} ms/step with {n}"
                 for n, df in branches.items())
-            + f", against {ms(f)} with one (`bench-finish`): every micro-batch reads all the "
+            + f", against {fmt_ms(f)} with one (`bench-finish`): every micro-batch reads all the "
             "weights again."))
     return out
 
@@ -263,7 +265,7 @@ def ladder_sections(study: Path, fig: Path | None) -> list:
 
     def section(title, table, figure=None):
         image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
-        return [title, md_table(table), *image]
+        return [title, frame_md_table(table), *image]
 
     lad = ladder_rows(b)
     c = bench_config(study, "ladder")

@@ -13,9 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import TraceError
-from ..study.overhead import process_ms, variant_dirs
-from ..readers.untraced import read_untraced_steps
+from ..measures.stats import median
 from ..measures.untraced import untraced_summary
+from ..readers.untraced import read_untraced_steps
+from ..study.overhead import process_ms, variant_dirs
+from ..study.text import fmt_ms
 
 # (sync every step, the sync hidden): their untraced difference is what the sync costs.
 SYNC_PAIRS = (("graphed-sync", "graphed"), ("compiled", "pipelined+compile"),
@@ -74,15 +76,11 @@ def sweep(root: Path) -> pd.DataFrame:
     return table
 
 
-def _us(ns) -> str:
+def us_cell_from_ns(ns) -> str:
     return "–" if ns is None or pd.isna(ns) else f"{ns / 1e3:.1f}"
 
 
-def ms(x: float) -> str:
-    return f"{x:.3f}"
-
-
-def _share(traced, untraced) -> str:
+def share_cell(traced, untraced) -> str:
     if traced is None or untraced is None or pd.isna(traced) or pd.isna(untraced) or traced <= 0:
         return "–"
     return f"{100 * (traced - untraced) / traced:.0f}%"
@@ -106,12 +104,12 @@ def bubble_table(table: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "variant": r["variant"], "batch": r["batch"],
             "untraced ms/step": _spread(r["bench_ms"]),
-            "bubble µs: node-level": _us(r.get("node_bubble_ns")),
-            "graph-level": _us(r.get("graph_bubble_ns")) if get("graph_bubble_ns") is not None
-            else "–",
-            "untraced (events)": _us(r["untraced_bubble_ns"]),
-            "profiler's share: node": _share(r.get("node_bubble_ns"), r["untraced_bubble_ns"]),
-            "graph": _share(r.get("graph_bubble_ns"), r["untraced_bubble_ns"]),
+            "bubble µs: node-level": us_cell_from_ns(r.get("node_bubble_ns")),
+            "graph-level": us_cell_from_ns(r.get("graph_bubble_ns"))
+            if get("graph_bubble_ns") is not None else "–",
+            "untraced (events)": us_cell_from_ns(r["untraced_bubble_ns"]),
+            "profiler's share: node": share_cell(r.get("node_bubble_ns"), r["untraced_bubble_ns"]),
+            "graph": share_cell(r.get("graph_bubble_ns"), r["untraced_bubble_ns"]),
             "traced ms/step: node": "–" if pd.isna(r.get("node_ms", None)) else
             f"{r['node_ms']:.3f}",
             "GPU busy: node": "–" if pd.isna(r.get("node_busy", None)) else
@@ -135,23 +133,19 @@ def sync_cost_table(table: pd.DataFrame) -> pd.DataFrame:
             xa, xb = a["bench_ms"], b["bench_ms"]
             bench = "–"
             if xa and xb:
-                mid = (_median(xa) - _median(xb)) * 1e3
+                mid = (median(xa) - median(xb)) * 1e3
                 bench = f"{mid:.1f} [{(min(xa) - max(xb)) * 1e3:.1f}, " \
                         f"{(max(xa) - min(xb)) * 1e3:.1f}]"
             rows.append({
                 "pair": f"{synced} vs {hidden}", "batch": batch,
-                "untraced bubble µs": f"{_us(a['untraced_bubble_ns'])} vs "
-                                      f"{_us(b['untraced_bubble_ns'])}",
-                "sync cost µs/step: events": _us(twin),
+                "untraced bubble µs": f"{us_cell_from_ns(a['untraced_bubble_ns'])} vs "
+                                      f"{us_cell_from_ns(b['untraced_bubble_ns'])}",
+                "sync cost µs/step: events": us_cell_from_ns(twin),
                 "bench [spread]": bench,
-                "traced node-level bubble µs": f"{_us(a.get('node_bubble_ns'))} vs "
-                                               f"{_us(b.get('node_bubble_ns'))}",
+                "traced node-level bubble µs": f"{us_cell_from_ns(a.get('node_bubble_ns'))} vs "
+                                               f"{us_cell_from_ns(b.get('node_bubble_ns'))}",
             })
     return pd.DataFrame(rows)
-
-
-def _median(values: list) -> float:
-    return float(pd.Series(values).median())
 
 
 # Captures made by profile.sh with their twin (a study's capture/ runs): (analysis, Run, strings)
@@ -175,13 +169,13 @@ def capture_share_table(analyses: dict) -> pd.DataFrame:
             "capture": name,
             "batch": _batch(run),
             "graph trace": s["cuda_graph_trace"],
-            "traced bubble µs": _us(s["bubble_ns_median"]),
-            "untraced bubble µs": _us(u["bubble_ns_median"]),
+            "traced bubble µs": us_cell_from_ns(s["bubble_ns_median"]),
+            "untraced bubble µs": us_cell_from_ns(u["bubble_ns_median"]),
             "profiler's share": "–" if u["profiler_bubble_share"] is None
             else f"{u['profiler_bubble_share'] * 100:.0f}%",
-            "traced period ms": ms(s["period_ns_median"] / 1e6),
+            "traced period ms": fmt_ms(s["period_ns_median"] / 1e6),
             "untraced period ms": "–" if u["period_ns_median"] is None
-            else ms(u["period_ns_median"] / 1e6),
+            else fmt_ms(u["period_ns_median"] / 1e6),
             "untraced runs, period min–max ms": f"{len(per_run)}: "
             f"{min(per_run) / 1e6:.3f}–{max(per_run) / 1e6:.3f}" if per_run else "–",
         })
@@ -208,172 +202,10 @@ def capture_sync_cost_table(analyses: dict) -> pd.DataFrame:
             rows.append({
                 "pair": f"{synced} vs {hidden}",
                 "batch": batch,
-                "traced bubble µs": f"{_us(a.summary['bubble_ns_median'])} vs "
-                f"{_us(b.summary['bubble_ns_median'])}",
-                "untraced cost of the sync µs/step (events)": _us(twin),
+                "traced bubble µs": f"{us_cell_from_ns(a.summary['bubble_ns_median'])} vs "
+                f"{us_cell_from_ns(b.summary['bubble_ns_median'])}",
+                "untraced cost of the sync µs/step (events)": us_cell_from_ns(twin),
                 "untraced cost µs/step (bench)": "–" if None in bench
                 else f"{(bench[0] - bench[1]) * 1e3:.1f}",
             })
     return pd.DataFrame(rows)
-
-
-# The sentences over a sweep's tables (study part `observer`), each number as a table prints it.
-
-GRAPH_REPLAYED = ("graphed-sync", "graphed", "fused")
-
-
-def _kind(variant: str) -> str:
-    if variant in GRAPH_REPLAYED:
-        return "graph-replayed"
-    return "compiled" if variant.endswith("compile") or variant == "compiled" else "eager"
-
-
-def overhead_findings(rows: list) -> list:
-    """What nsys added to a step, per kind of rung and capture level (overhead.table's rows)."""
-    from ..study.text import bullet, listing, span
-
-    spans = []
-    for level, kinds in (("node", ("eager", "compiled", "graph-replayed")),
-                         ("graph", ("graph-replayed",))):
-        found = []
-        for k in kinds:
-            values = [100 * (r["traced_ms"][level] / r["untraced_ms"] - 1) for r in rows
-                      if level in r["traced_ms"] and r["untraced_ms"] and _kind(r["variant"]) == k]
-            if values:
-                found.append(f"{k} {span(values, '+.1f', '%')} ({len(values)} captures)")
-        if found:
-            spans.append(f"flag set `{level}` (`--cuda-graph-trace={level}`): " + ", ".join(found))
-    if not spans:
-        return []
-    gs = [(r["batch"], 100 * (r["traced_ms"]["graph"] / r["untraced_ms"] - 1)) for r in rows
-          if r["variant"] == "graphed-sync" and "graph" in r["traced_ms"] and r["untraced_ms"]]
-    text = ("(traced ms/step, the harness' host clock over the captured window, ÷ the untraced "
-            "median of the processes' medians, another process, − 1): " + "; ".join(spans) + ".")
-    if gs:
-        text += (" Graph by graph, `graphed-sync`, whose host waits for every step, cost "
-                 + listing([f"{x:+.1f}% at batch {b}" for b, x in gs]) + ".")
-    return [bullet("What nsys adds to a step", text)]
-
-
-def bubble_findings(table: pd.DataFrame) -> list:
-    from ..study.text import bullet, listing, span
-
-    out = []
-    gs = table[table["variant"] == "graphed-sync"]
-    if len(gs):
-        parts = []
-        for level in CAPTURE_LEVELS:
-            col = f"{level}_bubble_ns"
-            if col not in gs:
-                continue
-            rows = gs[gs[col].notna()]
-            if len(rows):
-                parts.append(f"{level}-level " + listing(
-                    [f"{_us(r[col])} µs at batch {r['batch']} "
-                     f"({_share(r[col], r['untraced_bubble_ns'])} the profiler's)"
-                     for _, r in rows.iterrows()]))
-        out.append(bullet(
-            "The sync's bubble, traced and untraced.",
-            "`graphed-sync` (one CUDA graph a step, `.item()` after each): the untraced twin "
-            "sees a median bubble of " + listing([f"{_us(r['untraced_bubble_ns'])} µs at batch "
-                                                  f"{r['batch']}" for _, r in gs.iterrows()])
-            + "; traced, " + "; ".join(parts) + "."))
-    quiet = table[table["variant"].isin(("graphed", "fused"))]
-    traced = [x for c in ("node_bubble_ns", "graph_bubble_ns") if c in quiet
-              for x in quiet[c].dropna()]
-    shares = [1 - u / t for c in ("node_bubble_ns", "graph_bubble_ns") if c in quiet
-              for t, u in zip(quiet[c], quiet["untraced_bubble_ns"], strict=True)
-              if pd.notna(t) and pd.notna(u) and t > 0]
-    if traced:
-        out.append(bullet(
-            "Graph-replayed rungs without a per-step sync",
-            f"(`graphed`, `fused`) show {span([x / 1e3 for x in traced], '.1f')} µs traced "
-            f"(either level) against {span(quiet['untraced_bubble_ns'] / 1e3, '.1f')} µs "
-            "untraced, about the floor of two CUDA events back to back: "
-            f"{span([100 * s for s in shares], '.0f', '%')} of their traced bubble is the "
-            "profiler's."))
-    return out
-
-
-def sync_cost_findings(table: pd.DataFrame) -> list:
-    from ..study.text import BETWEEN_PROCESSES, bullet, listing, verdict
-
-    out = []
-    found = {(r["variant"], r["batch"]): r for _, r in table.iterrows()}
-    costs = []
-    for (variant, batch), a in found.items():
-        if variant != "graphed-sync" or ("graphed", batch) not in found:
-            continue
-        b = found[("graphed", batch)]
-        if a["bench_ms"] and b["bench_ms"]:
-            cost = _median(a["bench_ms"]) - _median(b["bench_ms"])
-            costs.append(f"{cost * 1e3:.1f} µs at batch {batch} "
-                         f"({100 * cost / _median(b['bench_ms']):.1f}% of `graphed`'s step)")
-    if costs:
-        out.append(bullet(
-            "What the sync costs once launches are cheap:",
-            f"`graphed-sync` against `graphed`, untraced (each its own bench process, "
-            f"{BETWEEN_PROCESSES}): " + listing(costs) + "."))
-    orders = []
-    for synced, hidden in SYNC_PAIRS:
-        if synced == "graphed-sync":
-            continue
-        for batch in sorted({b for v, b in found if v == synced}):
-            if (hidden, batch) not in found:
-                continue
-            xa, xb = found[(synced, batch)]["bench_ms"], found[(hidden, batch)]["bench_ms"]
-            if len(xa) < 2 or len(xb) < 2:
-                continue
-            ra, rb = (min(xa), max(xa)), (min(xb), max(xb))
-            v = verdict(ra, rb)
-            faster = synced if _median(xa) < _median(xb) else hidden
-            orders.append(
-                f"`{synced}` {ra[0]:.3f}–{ra[1]:.3f} against `{hidden}` {rb[0]:.3f}–{rb[1]:.3f} "
-                f"ms/step at batch {batch}: {v}"
-                + (f" (`{faster}` faster)" if v == "apart" else " (no order)"))
-    if orders:
-        out.append(bullet(
-            "Eager and compiled pairs, between processes:",
-            "each variant untraced in two processes (min–max of their medians): "
-            + "; ".join(orders) + ". `gapscope compare` prints `order flip:` only where the "
-            "traced order is the other one and each order is outside its noise, else "
-            "`within noise:` (METRICS.md)."))
-    return out
-
-
-def observer_findings(root: Path, table: pd.DataFrame) -> list:
-    from ..study.overhead import rows as overhead_rows
-
-    return [*overhead_findings(overhead_rows(root)), *bubble_findings(table),
-            *sync_cost_findings(table)]
-
-
-def sweep_notes(root: Path, table: pd.DataFrame) -> list:
-    """How the sweep's captures were made (their run.json) and which were not made."""
-    import json
-
-    from ..study.text import listing
-
-    out = []
-    for _, vdir in variant_dirs(root):
-        path = next((vdir / level / "run.json" for level in CAPTURE_LEVELS
-                     if (vdir / level / "run.json").is_file()), None)
-        if path is None:
-            continue
-        info = json.loads(path.read_text())
-        c, v = info.get("config") or {}, info.get("versions") or {}
-        start, stop = (int(x) for x in str(c.get("window", "30:50")).split(":"))
-        out.append(f"Made with {v.get('gpu')}, torch {v.get('torch')}, nsys "
-                   f"{(info.get('nsys') or {}).get('version')}: {c.get('model')}, "
-                   f"{c.get('dtype')}, {c.get('new_tokens')} new tokens, steps "
-                   f"{start + 1}–{stop} captured (run.json of each capture).")
-        break
-    missing = []
-    for _, r in table.iterrows():
-        levels = CAPTURE_LEVELS if r["variant"] in GRAPH_REPLAYED else CAPTURE_LEVELS[:1]
-        for level in levels:
-            if pd.isna(r.get(f"{level}_bubble_ns")):
-                missing.append(f"{level}-level `{r['variant']}` at batch {r['batch']}")
-    if missing:
-        out.append(f"Not captured (no run directory, or none that analyses): {listing(missing)}.")
-    return out

@@ -10,9 +10,10 @@ the untraced ms/step with the per-step CUDA events on (the timeline's own cost).
 """
 
 import json
-import statistics
 import sys
 from pathlib import Path
+
+from ..measures.stats import median
 
 FLAGSET_ORDER = ("node", "graph", "graph-nonvtx", "noevents", "metrics", "nvtx")
 
@@ -46,14 +47,14 @@ def merge_untraced(d: Path) -> None:
             r["processes_ms_per_step"] = [
                 x["ms_per_step_median"] for b in benches for x in b["results"]
                 if x["variant"] == r["variant"]]
-            r["ms_per_step_median"] = statistics.median(r["processes_ms_per_step"])
+            r["ms_per_step_median"] = median(r["processes_ms_per_step"])
         (d / "untraced.json").write_text(json.dumps(merged, indent=1) + "\n")
     timelines = [t for t in map(_load, _process_files(d, "untraced_steps")) if t]
     if timelines:
         merged = dict(timelines[0])
         merged["runs"] = [run for t in timelines for run in t["runs"]]
         merged["processes_ms_per_step"] = [t["ms_per_step_median"] for t in timelines]
-        merged["ms_per_step_median"] = statistics.median(merged["processes_ms_per_step"])
+        merged["ms_per_step_median"] = median(merged["processes_ms_per_step"])
         (d / "untraced_steps.json").write_text(json.dumps(merged) + "\n")
 
 
@@ -78,7 +79,7 @@ def rows(root: Path) -> list:
         steps = _load(vdir / "untraced_steps.json")
         procs = process_ms(vdir)
         row = {"batch": batch, "variant": vdir.name,
-               "untraced_ms": statistics.median(procs) if procs else None,
+               "untraced_ms": median(procs) if procs else None,
                "untraced_min_ms": min(procs, default=None),
                "untraced_max_ms": max(procs, default=None),
                "processes": len(procs),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..measures.kernels import STEP_ROW
 from ..render.plots import new_figure
 from ..study.benches import numbered
 
@@ -96,6 +97,9 @@ def plot_idle(path: Path, analyses: dict):
 
 
 def plot_kernels(path: Path, table: pd.DataFrame, title: str):
+    """The classes' GPU time a step; the whole step's row (its period, the floor's bytes) is no
+    class and would dwarf them: left out."""
+    table = table[table["class"] != STEP_ROW]
     fig = new_figure(figsize=(7, 0.4 * len(table) + 1.2))
     ax = fig.subplots()
     ax.barh(table["class"], table["µs/step"].astype(float), color="#1f77b4")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..study.captures import analysed, is_traced, md_table
+from ..render.markdown import frame_md_table
+from ..study.captures import analysed, is_traced
 from ..study.runs import kind
 from ..study.text import BETWEEN_PROCESSES, SAME_PROCESS, listing, pct_span, span, wrap
 from ..sweep import run_dirs
@@ -160,7 +161,7 @@ def overview_sections(root: Path, fig: Path | None = None) -> list:
     if t.empty:
         return []
     return ["## Every capture, by kind", OVERVIEW_TEXT, *overview_findings(t),
-            md_table(overview_table(t))]
+            frame_md_table(overview_table(t))]
 
 
 # --- README's findings: the parts' headline figures ---------------------------------------
@@ -236,7 +237,7 @@ How each comparison was made:
 def sources_table() -> str:
     from ..study.results import PART_HELP
 
-    return md_table(pd.DataFrame([
+    return frame_md_table(pd.DataFrame([
         {"part": p, "made from": f"`{d}`" if d != "." else "the repository (every directory "
          "above that holds captures)", "what": PART_HELP[p],
          "command": f"`gapscope study {d} -o docs --part {p}`"}

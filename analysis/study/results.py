@@ -14,9 +14,11 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from ..study import observer
+from ..render.markdown import frame_md_table
+from ..study import observer, observer_text
 from ..cli import Command, GapscopeError, store_runs
 from ..errors import TraceError
+from ..measures.floor_bytes import class_bytes, recorded_bytes_per_step, run_step_bytes
 from ..measures.kernels import kernel_table, op_names, step_row
 from ..render.plots import plot_analysis, plot_bubbles
 from ..readers.nsys import read_full_names
@@ -25,15 +27,10 @@ from ..study.benches import (
     model_text,
     processes_tables,
 )
-from ..study.captures import capture_rows, md_table
+from ..study.captures import capture_rows
 from ..study.family import family_sections
 from ..study.plots import plot_idle, plot_kernels
 from ..sweep import run_dirs
-
-# GPT-2 shapes by harness model name: layers, width, vocabulary (the analysis has no torch).
-MODEL_SHAPES = {"gpt2": (12, 768, 50257), "tiny": (2, 64, 50257)}
-DTYPE_BYTES = {"fp32": 4, "bf16": 2}
-SLOT_ALIGN = 16  # harness/gpt2_step.py pads its cache's slots to this
 
 
 def captures(study: Path) -> dict:
@@ -51,56 +48,28 @@ def captures(study: Path) -> dict:
 def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:
     """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
     image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
-    return [title, md_table(table), *image]
-
-
-def bytes_per_step(config: dict, model: dict | None = None) -> dict:
-    """The least each class must move in one decode step: every linear weight once (GEMMs, the
-    tied lm_head included) and the KV cache slots the variant's attention reads. HF's SDPA and
-    the graphed step's two batched GEMVs (scores, then values) read every slot, masked too (the
-    graphed step pads them to a multiple of 16); the fused step's attention kernel reads the
-    slots written so far: on average over the window's steps S+1..E, (S+1+E)/2 of them.
-    `model` is run.json's model record (harness/model.py): for another family than GPT-2 the
-    GEMMs move every parameter but the rows of an untied input embedding (one row is read), and
-    the cache holds kv_heads × head size per layer and slot (grouped-query attention)."""
-    e = DTYPE_BYTES[config["dtype"]]
-    if model is not None and model.get("architecture") != "gpt2":
-        layers, width, vocab = model["layers"], model["hidden"], model["vocab"]
-        kv_width = width // model["heads"] * model["kv_heads"]
-        unread = 0 if model["tied_embeddings"] else vocab * width
-        classes = {"gemm": (model["parameters"] - unread) * e}
-    else:
-        layers, width, vocab = MODEL_SHAPES[config["model"]]
-        kv_width = width
-        per_layer = width * 3 * width + width * width + 2 * width * 4 * width  # c_attn, c_proj, mlp
-        per_layer += 3 * width + width + 4 * width + width  # their biases
-        classes = {"gemm": (layers * per_layer + vocab * width) * e}
-    slots, cls = config["new_tokens"], "attention"
-    if config["variant"].startswith("graphed"):
-        slots, cls = -(-slots // SLOT_ALIGN) * SLOT_ALIGN, "gemv"
-    elif config["variant"] == "fused":
-        start, stop = (int(x) for x in config["window"].split(":"))
-        slots = (start + 1 + stop) / 2
-    classes[cls] = 2 * layers * config["batch"] * slots * kv_width * e
-    return classes
+    return [title, frame_md_table(table), *image]
 
 
 def kernels_for(a, run, strings: dict, copy_rate: float | None) -> pd.DataFrame:
-    """The per-kernel-class table of a capture; without a copy rate (no bench of the same
-    study), no "of copy rate" column."""
+    """The per-kernel-class table of a capture, bytes from the one floor model
+    (measures/floor_bytes.py): the weights in the GEMMs' row, the KV read in the attention's,
+    every part in the whole step's row under them. Without a shape for the run (another model,
+    no run.json floor record), no class' bytes, and the step's only where run.json has them;
+    without a copy rate (no bench of the same study), no "of copy rate" column."""
     ops = a.ops[a.ops["step"] >= 0]  # the ops of the captured steps
+    parts = run_step_bytes(run.info)
     table = kernel_table(
         ops,
         op_names(ops, strings),
         len(a.steps),
-        bytes_per_step(run.info["config"], run.info.get("model")),
+        class_bytes(parts, run.info["config"]["variant"]) if parts else None,
         copy_rate,
         read_full_names(run.trace_path),
     )
-    floor_bytes = (run.info.get("floor") or {}).get("bytes_by_step")
-    if floor_bytes:
-        mean_bytes = sum(b for _, b in floor_bytes) / len(floor_bytes)
-        row = step_row(mean_bytes, a.summary["period_ns_median"], copy_rate)
+    total = parts["total"] if parts else recorded_bytes_per_step(run.info)
+    if total is not None:
+        row = step_row(total, a.summary["period_ns_median"], copy_rate)
         table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
     out = pd.DataFrame(
         {
@@ -163,8 +132,8 @@ def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
     if not len(table):
         return []
     parts = [f"## How much of the bubble is the profiler's ({sweep_dir.name})", OBSERVER_TEXT,
-             *observer.sweep_notes(sweep_dir, table),
-             *observer.observer_findings(sweep_dir, table)]
+             *observer_text.sweep_notes(sweep_dir, table),
+             *observer_text.observer_findings(sweep_dir, table)]
     batches = sorted(table["batch"].unique())
     anchor = 8 if 8 in batches else batches[0]
     if fig is not None:

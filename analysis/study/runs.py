@@ -4,8 +4,9 @@ capture has its untraced twin, and where the GPU time of three of them goes by k
 
 from pathlib import Path
 
+from ..render.markdown import frame_md_table
 from ..study import observer
-from ..study.captures import capture_rows, kernels_per_step, md_table
+from ..study.captures import capture_rows, kernels_per_step
 from ..study.text import BETWEEN_PROCESSES, bullet, listing, pct, pct_span, span
 from ..sweep import run_dirs
 
@@ -128,7 +129,7 @@ def kernel_sections(analyses: dict, fig: Path | None) -> list:
                          f"{name}: GPU time per step by kernel class")
         parts += [f"### Per-kernel time of `{name}` (node-level capture, "
                   f"{run.info['config']['batch']} sequences, made {_made(analyses, name)})",
-                  md_table(table), f"![kernels {name}](figures/kernels-{name}.png)"]
+                  frame_md_table(table), f"![kernels {name}](figures/kernels-{name}.png)"]
         parts += kernel_findings(name, table)
     return parts
 
@@ -163,7 +164,7 @@ def captures_sections(root: Path, fig: Path | None) -> list:
     if caps.empty:
         return []
     parts = [f"## What the captures show ({root.as_posix()})", CAPTURES_TEXT,
-             *capture_findings(analyses), md_table(caps)]
+             *capture_findings(analyses), frame_md_table(caps)]
     if fig is not None:
         plot_idle(fig / "idle.png", analyses)
         for n in TIMELINES:
@@ -173,7 +174,7 @@ def captures_sections(root: Path, fig: Path | None) -> list:
     share = observer.capture_share_table(analyses)
     if len(share):
         parts += ["### The captures with an untraced twin: how much of the bubble is the "
-                  "profiler's", md_table(share)]
+                  "profiler's", frame_md_table(share)]
     parts += kernel_sections(analyses, fig)
     parts += [f"![timeline {n}](figures/timeline-{n}.png)" for n in TIMELINES if n in analyses]
     return parts

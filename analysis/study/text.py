@@ -15,6 +15,12 @@ def num(x: float, spec: str = ".3f") -> str:
     return format(x, spec)
 
 
+def fmt_ms(value_ms: float) -> str:
+    """A value already in ms (bench's ms_per_step_median), as the tables and sentences print it:
+    `1.307`. A value in ns is render/text.ms_from_ns's."""
+    return num(value_ms, ".3f")
+
+
 def span(values, spec: str = ".3f", unit: str = "") -> str:
     """`lo–hi` of the values as the tables print them (one number where both print alike);
     `lo to hi` when a sign is printed, so that a minus is not read as the dash."""

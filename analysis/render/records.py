@@ -1,0 +1,181 @@
+"""Analyses for tools: JSON (the summary, and the frames columnar where asked) and CSV, streamed
+in chunks so that a million-step table never sits in memory as one string.
+"""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceError
+from ..measures.summary import MetricsAnalysis
+
+
+def plain(value):
+    """A JSON-ready Python value: numpy scalars unwrapped, NA/NaN as None, whole floats as int."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        if math.isnan(f):
+            return None
+        return int(f) if f.is_integer() and abs(f) < 2**53 else f
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def records(df: pd.DataFrame) -> list:
+    cols = list(df.columns)
+    return [dict(zip(cols, (plain(v) for v in row), strict=True))
+            for row in df.itertuples(index=False, name=None)]
+
+
+def column_values(series: pd.Series) -> list:
+    """One column as a JSON-ready list, without a Python call per value: NA and NaN as None."""
+    if series.dtype == object or isinstance(series.dtype, pd.CategoricalDtype):
+        return series.astype(object).where(series.notna(), None).tolist()
+    if series.hasnans:
+        return series.to_numpy(dtype=object, na_value=None).tolist()
+    return series.to_numpy().tolist()
+
+
+def columns(df: pd.DataFrame) -> dict:
+    """A big table columnar: {column: [values]}; `pandas.DataFrame(columns)` reads it back."""
+    return {c: column_values(df[c]) for c in df.columns}
+
+
+def analysis_dict(a, frames: bool = False) -> dict:
+    """One device's analysis as JSON-ready values; steps and gaps columnar. With `frames`, the
+    two stay DataFrames for json_chunks to write a column at a time. A metrics-only analysis
+    (no CUDA trace) has its summary and steps alone."""
+    if isinstance(a, MetricsAnalysis):
+        return {"summary": plain(a.summary), "steps": a.steps if frames else columns(a.steps)}
+    return {
+        "summary": plain(a.summary),
+        "steps": a.steps if frames else columns(a.steps),
+        "gaps": a.gaps if frames else columns(a.gaps),
+        "streams": {
+            "per_stream": records(a.streams),
+            "pairs": records(a.pairs),
+            "checks": records(a.checks),
+        },
+        "syncs": records(a.syncs),
+    }
+
+
+def _json_chunks(value, indent: str, depth: int):
+    """JSON text in pieces: objects one key a line down to the columns, each column one line,
+    written by pandas' C encoder (a million values in a tenth of a second; `json.dumps` with
+    `indent` takes its pure-Python path, and a list of a million dicts takes gigabytes)."""
+    inner = indent + " "
+    if isinstance(value, pd.DataFrame):
+        last = len(value.columns) - 1
+
+        def column(i: int) -> str:
+            return (f"{inner}{json.dumps(value.columns[i])}: "
+                    + value.iloc[:, i].to_json(orient="values", double_precision=15)
+                    + (",\n" if i < last else "\n"))
+
+        yield "{\n"
+        yield from map(column, range(len(value.columns)))
+        yield indent + "}"
+    elif isinstance(value, dict) and depth < 3 and value:
+        yield "{\n"
+        for i, (key, v) in enumerate(value.items()):
+            yield f"{inner}{json.dumps(key)}: "
+            yield from _json_chunks(v, inner, depth + 1)
+            yield ",\n" if i < len(value) - 1 else "\n"
+        yield indent + "}"
+    else:
+        yield json.dumps(value, allow_nan=False)
+
+
+def json_chunks(analyses: list):
+    """`analyze --format json` in pieces, to be written one after the other."""
+    if len(analyses) == 1:
+        yield from _json_chunks(analysis_dict(analyses[0], frames=True), "", 1)
+    else:
+        devices = {str(a.device): analysis_dict(a, frames=True) for a in analyses}
+        yield from _json_chunks({"devices": devices}, "", -1)
+    yield "\n"
+
+
+def to_json(analyses: list) -> str:
+    return "".join(json_chunks(analyses))
+
+
+TABLES = ("steps", "gaps", "streams", "syncs")
+CSV_CHUNK_ROWS = 200_000
+
+
+def _csv_field(text: str) -> str:
+    """A string as pandas' to_csv writes it (the csv module's QUOTE_MINIMAL)."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+# A column with fewer distinct values than CSV_FEW in its first CSV_SAMPLE rows is formatted
+# once per distinct value (steps, streams, threads, causes, kernel names repeat a million times).
+CSV_SAMPLE = 10_000
+CSV_FEW = 1_000
+
+
+def _is_int(series: pd.Series) -> bool:
+    """numpy integers (never NA; the nullable Int64 of the steps table goes through pandas)."""
+    return isinstance(series.dtype, np.dtype) and series.dtype.kind in "iu"
+
+
+def _csv_fast(series: pd.Series) -> bool:
+    """Columns that csv_chunks formats exactly as to_csv does: numpy integers, strings and
+    categories (floats and nullable integers, in the small tables only, go through pandas)."""
+    return (_is_int(series) or series.dtype == object
+            or pd.api.types.is_string_dtype(series.dtype)
+            or isinstance(series.dtype, pd.CategoricalDtype))
+
+
+def _csv_cells(series: pd.Series) -> list:
+    """One column's CSV cells, without a Python call per value: repeating values are formatted
+    once each, other integers by pandas' C JSON encoder (the same digits as to_csv)."""
+    if _is_int(series) and series.iloc[:CSV_SAMPLE].nunique() >= CSV_FEW:
+        return series.to_json(orient="values")[1:-1].split(",") if len(series) else []
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    cells = [_csv_field(str(u)) for u in uniques.tolist()]
+    # Code -1 (NA) takes the appended empty cell, as to_csv writes NA.
+    return np.array(cells + [""], dtype=object)[codes].tolist()
+
+
+def csv_chunks(analyses: list, table: str = "steps"):
+    """`analyze --format csv`: one table (steps, gaps, streams or syncs), one row per step, gap,
+    stream or sync site, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a
+    second: pandas' to_csv takes seconds)."""
+    if table != "steps" and any(isinstance(a, MetricsAnalysis) for a in analyses):
+        raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
+                         "gaps, streams or syncs; --table steps prints its per-step metrics")
+    frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams,
+              "syncs": lambda a: a.syncs}
+    out = pd.concat([frames[table](a).assign(device=a.device) for a in analyses],
+                    ignore_index=True)
+    if not all(_csv_fast(out[c]) for c in out.columns):
+        yield out.to_csv(index=False)
+        return
+    yield ",".join(_csv_field(str(c)) for c in out.columns) + "\n"
+
+    def rows(first: int) -> str:
+        chunk = out.iloc[first:first + CSV_CHUNK_ROWS]
+        cells = [_csv_cells(chunk[c]) for c in chunk.columns]
+        return "\n".join(map(",".join, zip(*cells, strict=True))) + "\n"
+
+    yield from map(rows, range(0, len(out), CSV_CHUNK_ROWS))
+
+
+def to_csv(analyses: list, table: str = "steps") -> str:
+    return "".join(csv_chunks(analyses, table))

@@ -1,0 +1,271 @@
+"""Analyses as text a person reads in ten seconds (`gapscope analyze`'s default), within
+TEXT_WIDTH columns; the unit formatters the Markdown report shares. Numbers stay in ns until here.
+"""
+
+import os
+import textwrap
+
+import pandas as pd
+
+from ..measures.stats import median
+from ..measures.summary import CAUSES, LEDGER, MetricsAnalysis
+from ..measures.syncs import UNKNOWN
+from ..render.palette import LEDGER_WORDS
+
+
+def us_from_ns(ns) -> str:
+    """A duration in ns, for people: `12.3 µs` (n/a for None)."""
+    return "n/a" if ns is None else f"{ns / 1e3:.1f} µs"
+
+
+def ms_from_ns(ns) -> str:
+    """A duration in ns, for people: `1.23 ms` (n/a for None)."""
+    return "n/a" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
+def pct(fraction) -> str:
+    return "n/a" if fraction is None else f"{fraction:.1%}"
+
+
+def shares(parts: dict, total: int, names: tuple, words: dict | None = None) -> str:
+    if total <= 0:
+        return "no idle time"
+    pairs = sorted(((parts[n], n) for n in names), reverse=True)
+    shown = [(v, n) for v, n in pairs if v or n != "unknown"]
+    return "  ".join(f"{(words or {}).get(n, n)} {v / total:.1%}" for v, n in shown)
+
+
+# Said wherever graph executions were recorded whole: the gaps between their nodes exist, but
+# the capture cannot show them (nor the busy time inside, which counts as busy throughout).
+GRAPH_NOTES = {
+    "graph": "graph: gaps inside a graph are not visible; --cuda-graph-trace=node shows them",
+    "mixed": "mixed: gaps inside some graphs are not visible; --cuda-graph-trace=node shows them",
+}
+
+
+# Where the steps came from (summary.steps_from), in words.
+STEPS_FROM = {
+    "nvtx": "NVTX ranges",
+    "function": "calls of a traced Python function (nsys --python-functions-trace), numbered "
+                "in order within their thread",
+    "profiler_step": "torch.profiler's ProfilerStep#N ranges (prof.step())",
+    "inferred": "inferred from the trace (no step ranges)",
+}
+TEXT_WIDTH = 100
+LABEL_WIDTH = 17  # "  idle by cause  ": where a text line's value starts
+
+
+def steps_from(s: dict) -> str | None:
+    """Where the steps came from, in words, with what an inference keyed on; None for NVTX
+    ranges (the default, said by nothing)."""
+    source = s.get("steps_from", "nvtx")
+    if source == "nvtx":
+        return None
+    by = s.get("steps_inferred_by")
+    return STEPS_FROM[source] + (f": {by}" if by else "")
+
+
+def by_thread(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per thread (where several threads have steps): steps, median period and bubble, in
+    order of the thread's first step."""
+    if "thread" not in steps.columns or steps["thread"].nunique() < 2:
+        return pd.DataFrame()
+    grouped = steps.groupby("thread", sort=False)
+    return pd.DataFrame({
+        "steps": grouped.size(),
+        "period_ns_median": grouped["period_ns"].agg(median),
+        "bubble_ns_median": grouped["bubble_ns"].agg(median),
+    })
+
+
+def steps_lines(s: dict, steps: pd.DataFrame) -> list:
+    """Where the steps came from (unless NVTX ranges) and, where several threads have steps,
+    one line a thread."""
+    lines = []
+    origin = steps_from(s)
+    if origin:
+        lines += textwrap.wrap(origin, TEXT_WIDTH, initial_indent="  steps from     ",
+                               subsequent_indent=" " * LABEL_WIDTH)
+    for thread, t in by_thread(steps).iterrows():
+        lines.append(f"  thread         {thread}: {t['steps']} steps, "
+                     f"{ms_from_ns(t['period_ns_median'])} period, "
+                     f"{us_from_ns(t['bubble_ns_median'])} bubble (medians)")
+    return lines
+
+
+def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = None) -> str:
+    cover = s["check_cover_median"]
+    lines = [
+        f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
+        *steps_lines(s, steps if steps is not None else pd.DataFrame()),
+        f"  step time      {ms_from_ns(s['step_cpu_ns_median'])} median on the host, "
+        f"{ms_from_ns(s['period_ns_median'])} period on the GPU",
+        f"  GPU busy       {pct(s['gpu_util'])} of a {ms_from_ns(s['window_ns'])} window "
+        f"({ms_from_ns(s['busy_ns'])} busy, {ms_from_ns(s['idle_ns'])} idle in {s['gaps']} gaps)",
+        f"  bubble         {us_from_ns(s['bubble_ns_median'])} median, "
+        f"{us_from_ns(s['bubble_ns_p90'])} p90 between steps",
+        f"  idle by cause  {shares(s['idle_ns_by_cause'], s['idle_ns'], CAUSES)}",
+        f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, LEDGER_WORDS)}",
+        f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
+        + ("the sync buys: see untraced)" if "untraced" in s
+           else "the sync buys: no twin here)"),
+        f"  streams        {s['streams']}, {ms_from_ns(s['concurrent_ns'])} with two or more "
+        f"running; stop checks {pct(cover)} busy (median)",
+        f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
+        + (f", {s['ops_without_launch_call']} without a launch call"
+           if s["ops_without_launch_call"] else ""),
+    ]
+    if s["cuda_graph_trace"] in GRAPH_NOTES:
+        lines.append(f"  CUDA graphs    {GRAPH_NOTES[s['cuda_graph_trace']]}")
+    if "untraced" in s:
+        u = s["untraced"]
+        lines.append(f"  untraced       {ms_from_ns(u['period_ns_median'])} period, "
+                     f"{us_from_ns(u['bubble_ns_median'])} bubble median; the profiler's share "
+                     f"of the bubble: {share_text(u, 'bubble')}")
+        if u.get("period_ns_spread") is not None:
+            lines.append(f"                 the profiler's share of the period: "
+                         f"{share_text(u, 'period')} ({u['runs']} untraced runs)")
+    return "\n".join(lines + metrics_lines(s.get("gpu_metrics")) + floor_lines(s.get("floor")))
+
+
+def share_text(u: dict, figure: str) -> str:
+    """The profiler's share of the traced bubble or period, or "within noise" with the untraced
+    runs' range where their own medians lie further apart than traced and untraced do
+    (METRICS.md, "Untraced")."""
+    if u.get(f"profiler_{figure}_share_within_noise"):
+        fmt = us_from_ns if figure == "bubble" else ms_from_ns
+        medians = [m for m in u[f"run_{figure}_ns_medians"] if m is not None]
+        return f"within noise (untraced runs' medians {fmt(min(medians))} to {fmt(max(medians))})"
+    return pct(u[f"profiler_{figure}_share"])
+
+
+def floor_lines(f: dict | None) -> list:
+    """The bandwidth floor (analysis/measures/floor.py), one or two lines; none without
+    run.json's."""
+    if not f or f["floor_ns_per_step"] is None:
+        return []
+    parts = [f"{pct(v / 100)} {what}" for v, what in (
+        (f["floor_pct_of_period"], "of the GPU period"),
+        (f.get("floor_pct_of_untraced_period"), "of the untraced GPU period"),
+        (f["floor_pct_of_untraced"], "of the untraced step")) if v is not None]
+    lines = [f"  floor          {ms_from_ns(f['floor_ns_per_step'])}/step: "
+             f"{f['bytes_per_step'] / 1e6:.0f} MB at the {f['copy_gbps']:.0f} GB/s copy rate "
+             f"(KV {f['kv_slots_read']})"]
+    if parts:
+        lines.append("                 the floor is " + ", ".join(parts))
+    if f["dram_read_gbps"] is not None:
+        lines.append(f"                 DRAM read measured {f['dram_read_gbps']:.0f} GB/s, "
+                     f"{f['dram_read_gbps'] / f['copy_gbps']:.1%} of the copy rate")
+    return lines
+
+
+def pct_value(v) -> str:
+    """A value already in percent (12.3), as `12.3%`; pct() takes a fraction."""
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
+def metrics_lines(m: dict | None) -> list:
+    """GPU metrics, time-weighted over the window (two lines; none without metrics)."""
+    if not m:
+        return []
+
+    def gbps(key):
+        return "" if m[f"{key}_gbps"] is None else f" ({m[f'{key}_gbps']:.0f} GB/s)"
+
+    peak = ("GB/s unknown: no peak DRAM bandwidth for this GPU" if m["dram_peak_gbps"] is None
+            else f"of a {m['dram_peak_gbps']:.0f} GB/s peak")
+    return [
+        f"  GPU metrics    GR active {pct_value(m['gr_active_pct'])}, SMs active "
+        f"{pct_value(m['sm_active_pct'])}, tensor {pct_value(m['tensor_active_pct'])} "
+        f"({m['samples']} samples in the window)",
+        f"  DRAM           read {pct_value(m['dram_read_pct'])}{gbps('dram_read')}, write "
+        f"{pct_value(m['dram_write_pct'])}{gbps('dram_write')} {peak}",
+    ]
+
+
+def metrics_text_summary(label: str, s: dict, schema: str,
+                         steps: pd.DataFrame | None = None) -> str:
+    lines = [
+        f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
+        *steps_lines(s, steps if steps is not None else pd.DataFrame()),
+        "  GPU metrics only: no CUDA trace, so no gap analysis; steps are their NVTX ranges",
+        f"  step time      {ms_from_ns(s['step_cpu_ns_median'])} median on the host, "
+        f"{ms_from_ns(s['window_ns'])} window",
+    ]
+    if "untraced" in s:
+        u = s["untraced"]
+        lines.append(f"  untraced       {ms_from_ns(u['period_ns_median'])} GPU period, "
+                     f"{us_from_ns(u['bubble_ns_median'])} bubble median (CUDA events, no "
+                     "profiler)")
+    return "\n".join(lines + metrics_lines(s["gpu_metrics"]) + floor_lines(s.get("floor")))
+
+
+def to_text(label: str, analyses: list, schema: str) -> str:
+    return "\n\n".join(
+        metrics_text_summary(label, a.summary, schema, a.steps)
+        if isinstance(a, MetricsAnalysis)
+        else "\n".join([text_summary(label, a.summary, schema, a.steps),
+                        *sync_lines(a.syncs, a.summary["steps"])])
+        for a in analyses)
+
+
+# The syncs table's text: the sites that block longest, then how many more there are.
+SYNC_SITES_SHOWN = 3
+SYNC_HINT = ("capture with `gapscope profile` (or scripts/profile.sh) to name the lines: it "
+             "marks each sync")
+
+
+def short_path(path: str) -> str:
+    """A source file as a reader finds it: within its installed package (after `site-packages/`
+    or `dist-packages/`), else relative to the working directory, else the path itself."""
+    for root in ("site-packages/", "dist-packages/"):
+        if root in path:
+            return path.rsplit(root, 1)[1]
+    try:
+        return os.path.relpath(path) if os.path.isabs(path) and not os.path.relpath(
+            path).startswith("..") else path
+    except ValueError:
+        return path
+
+
+def sync_where(row) -> str:
+    """A sync site as file:line in function, or why it has none."""
+    if row.file == UNKNOWN:
+        return "unknown (no mark)"
+    return f"{short_path(row.file)}:{row.line} in {row.function}"
+
+
+def os_thread(tid: int) -> int:
+    """The OS thread id of a globalTid (pid << 24 | tid, as both readers write it)."""
+    return int(tid) & 0xFFFFFF
+
+
+def _fit(indent: str, text: str) -> str:
+    """indent + text in TEXT_WIDTH columns, a long path cut from its start ("…" for it)."""
+    room = TEXT_WIDTH - len(indent)
+    return indent + (text if len(text) <= room else "…" + text[len(text) - room + 1:])
+
+
+def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
+    """The blocking calls inside the steps (analysis/measures/syncs.py): totals, then the sites that
+    block longest, each its line and its numbers."""
+    if syncs.empty:
+        return ["  syncs          no blocking call inside the steps"]
+    calls = int(syncs["calls"].sum())
+    lines = [f"  syncs          {calls / steps:.2f} blocking calls a step ({calls}): "
+             f"{ms_from_ns(int(syncs['blocked_ns'].sum()))} blocked, "
+             f"{ms_from_ns(int(syncs['gpu_idle_after_ns'].sum()))} GPU idle after"]
+    threads = syncs["tid"].nunique() > 1
+    for row in syncs.head(SYNC_SITES_SHOWN).itertuples(index=False):
+        thread_steps = row.calls / row.calls_per_step
+        thread = f", thread {os_thread(row.tid)}" if threads else ""
+        lines += [_fit("    ", sync_where(row) + thread),
+                  f"      {row.call} {row.calls_per_step:.2f}/step: "
+                  f"{us_from_ns(row.blocked_ns_median)} blocked (median), "
+                  f"{us_from_ns(row.gpu_idle_after_ns / thread_steps)}/step GPU idle after"]
+    if len(syncs) > SYNC_SITES_SHOWN:
+        lines.append(f"    and {len(syncs) - SYNC_SITES_SHOWN} more (--format md, or csv "
+                     "--table syncs)")
+    if (syncs["file"] == UNKNOWN).all():
+        lines.append(f"    {SYNC_HINT}")
+    return lines
