@@ -75,8 +75,10 @@ def dump(path) -> dict:
 
 def spy_scratch(monkeypatch) -> list:
     """The column names of each scratch file db.add_run writes, as it writes them."""
-    written, write = [], db_mod.write_table
-    monkeypatch.setattr(db_mod, "write_table",
+    from analysis.store import scratch
+
+    written, write = [], scratch.write_table
+    monkeypatch.setattr(scratch, "write_table",
                         lambda path, name, columns: written.append(list(columns))
                         or write(path, name, columns))
     return written

@@ -6,7 +6,8 @@ import shutil
 import golden
 from click.testing import CliRunner
 
-from analysis.study.results import bytes_per_step, main
+from analysis.cli.study import study as main
+from analysis.study.results import bytes_per_step
 
 CONFIG = {"model": "gpt2", "dtype": "fp32", "batch": 32, "new_tokens": 100}
 

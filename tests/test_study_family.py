@@ -7,7 +7,7 @@ from pathlib import Path
 import golden
 from click.testing import CliRunner
 
-from analysis.study.results import main
+from analysis.cli.study import study as main
 from analysis.study.family import ladder_benches, ladder_table
 
 LLAMA = Path(__file__).parent.parent / "docs" / "llama-20261201"

@@ -15,7 +15,8 @@ import dataclasses
 import pandas as pd
 
 from ..readers.untraced import UntracedSteps
-from ..measures.summary import DeviceAnalysis, median, p90
+from ..measures.analysis import Analysis
+from ..measures.summary import median, p90
 
 # Per-step columns of the twin, by their name in the traced step table.
 TWIN_COLUMNS = {"period_ns": "untraced_period_ns", "bubble_ns": "untraced_bubble_ns",
@@ -139,7 +140,7 @@ def within_noise(traced, untraced, runs_spread) -> bool | None:
     return runs_spread > abs(traced - untraced)
 
 
-def with_untraced(a: DeviceAnalysis, u: UntracedSteps) -> DeviceAnalysis:
+def with_untraced(a: Analysis, u: UntracedSteps) -> Analysis:
     """The analysis with `summary.untraced` and the per-step untraced columns (NA for a traced
     step the twin lacks)."""
     twin = untraced_summary(u)

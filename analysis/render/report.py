@@ -13,7 +13,8 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..render.palette import LEDGER_WORDS
-from ..measures.summary import CAUSES, LEDGER, MetricsAnalysis, median
+from ..measures.analysis import METRICS
+from ..measures.summary import CAUSES, LEDGER, by_thread
 from ..measures.syncs import UNKNOWN
 
 
@@ -61,7 +62,7 @@ def analysis_dict(a, frames: bool = False) -> dict:
     """One device's analysis as JSON-ready values; steps and gaps columnar. With `frames`, the
     two stay DataFrames for json_chunks to write a column at a time. A metrics-only analysis
     (no CUDA trace) has its summary and steps alone."""
-    if isinstance(a, MetricsAnalysis):
+    if a.kind == METRICS:
         return {"summary": plain(a.summary), "steps": a.steps if frames else columns(a.steps)}
     return {
         "summary": plain(a.summary),
@@ -162,7 +163,7 @@ def csv_chunks(analyses: list, table: str = "steps"):
     """`analyze --format csv`: one table (steps, gaps, streams or syncs), one row per step, gap,
     stream or sync site, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a
     second: pandas' to_csv takes seconds)."""
-    if table != "steps" and any(isinstance(a, MetricsAnalysis) for a in analyses):
+    if table != "steps" and any(a.kind == METRICS for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
                          "gaps, streams or syncs; --table steps prints its per-step metrics")
     frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams,
@@ -234,19 +235,6 @@ def steps_from(s: dict) -> str | None:
         return None
     by = s.get("steps_inferred_by")
     return STEPS_FROM[source] + (f": {by}" if by else "")
-
-
-def by_thread(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per thread (where several threads have steps): steps, median period and bubble, in
-    order of the thread's first step."""
-    if "thread" not in steps.columns or steps["thread"].nunique() < 2:
-        return pd.DataFrame()
-    grouped = steps.groupby("thread", sort=False)
-    return pd.DataFrame({
-        "steps": grouped.size(),
-        "period_ns_median": grouped["period_ns"].agg(median),
-        "bubble_ns_median": grouped["bubble_ns"].agg(median),
-    })
 
 
 def steps_lines(s: dict, steps: pd.DataFrame) -> list:
@@ -369,7 +357,7 @@ def metrics_text_summary(label: str, s: dict, schema: str,
 def to_text(label: str, analyses: list, schema: str) -> str:
     return "\n\n".join(
         metrics_text_summary(label, a.summary, schema, a.steps)
-        if isinstance(a, MetricsAnalysis)
+        if a.kind == METRICS
         else "\n".join([text_summary(label, a.summary, schema, a.steps),
                         *sync_lines(a.syncs, a.summary["steps"])])
         for a in analyses)
@@ -472,7 +460,7 @@ def _step_cells(steps: pd.DataFrame, c: str) -> list:
 def md_steps(a) -> str:
     """The per-step tables the run has columns for; a metrics-only capture has its host step
     time and metrics."""
-    tables = ((HOST_STEPS, METRIC_STEPS) if isinstance(a, MetricsAnalysis)
+    tables = ((HOST_STEPS, METRIC_STEPS) if a.kind == METRICS
               else (GPU_STEPS, TWIN_STEPS, METRIC_STEPS))
     threads = () if by_thread(a.steps).empty else ("thread",)
     parts = []
@@ -601,7 +589,7 @@ def md_syncs(a) -> str:
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
-        if isinstance(a, MetricsAnalysis):
+        if a.kind == METRICS:
             parts += ["GPU metrics only (no CUDA trace): no gap analysis.", md_metrics(a),
                       md_floor(a), md_steps(a)]
         else:

@@ -1,0 +1,5 @@
+"""`python -m analysis.cli`: the console script `gapscope`."""
+
+from . import main
+
+main()
