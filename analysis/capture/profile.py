@@ -121,11 +121,12 @@ def run_profile(r: Request) -> Captured:
     run (module docstring); a failure raises ProfileError with its exit status."""
     cmd, step_pattern, check_pattern = r.cmd, r.step_pattern, r.check_pattern
     delay_s, duration_s, graph_trace = r.delay_s, r.duration_s, r.graph_trace
-    functions, probe, capture_range, range_given, nsys = accept(r)
+    ok = accept(r)
+    functions, capture_range, nsys = ok.functions, ok.capture_range, ok.nsys
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run = new_run_dir(r.traces_dir, f"{stamp}-{r.name or program_name(cmd)}")
     note(f"run directory: {run}")
-    traced = traced_functions(functions, probe)
+    traced = traced_functions(functions, ok.probe)
     functions_file = run / sf.FUNCTIONS_FILE if traced else None
     if functions_file is not None:
         sf.write_config(functions_file, traced)
@@ -160,7 +161,7 @@ def run_profile(r: Request) -> Captured:
     full, rc = capture(nsys.path, flags, run, cmd, env, "w")
     rep, sqlite = run / "capture.nsys-rep", run / "capture.sqlite"
     if (rc == 0 and not rep.exists() and not (run / "capture.qdstrm").exists()
-            and capture_range == "cudaProfilerApi" and not range_given):
+            and capture_range == "cudaProfilerApi" and not ok.range_given):
         # A program as it is seldom opens a capture range: capture all of it instead.
         note("the program never called cudaProfilerStart: capturing the whole run again "
              "(--range all; pass it to skip the first try)")
