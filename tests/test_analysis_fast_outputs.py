@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.store import db as db_mod
-from analysis.store import scratch as scratch_mod
-from analysis.render import report
 from analysis.api import load_and_analyse
 from analysis.cli import main
-from analysis.readers.runs import Run
 from analysis.measures.syncs import empty_syncs
+from analysis.readers.runs import Run
+from analysis.render import report
+from analysis.store import db as db_mod
+from analysis.store import scratch as scratch_mod
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"

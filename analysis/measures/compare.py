@@ -30,7 +30,7 @@ def _values(steps: pd.DataFrame, column: str) -> np.ndarray:
 
 def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
     """One row per run: headline numbers, CIs, difference from the first run, profiler overhead.
-    `analyses` holds one DeviceAnalysis per run (the device compared)."""
+    `analyses` holds one Analysis per run (the device compared)."""
     rng = np.random.default_rng(SEED)
     boots = [{c: bootstrap_medians(v, rng) if len(v := _values(a.steps, c)) else None
               for c in COMPARED} for a in analyses]

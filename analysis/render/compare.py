@@ -11,6 +11,7 @@ from ..measures.compare import untraced_figure
 from ..measures.summary import CAUSES
 from ..render.report import md_table, sync_note
 
+
 def _apart(a, b) -> bool | None:
     """Whether two (lo, hi) intervals are disjoint; None where either is missing."""
     if not isinstance(a, tuple | list) or not isinstance(b, tuple | list):

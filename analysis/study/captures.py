@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..study.benches import ms
 from ..measures.summary import Options
-from ..sweep import open_all
 from ..readers.trace import KERNEL
+from ..study.benches import ms
+from ..sweep import open_all
 
-# path -> (stamp, (run, made by, [Analysis], strings)): the parts of one `study_publish` run share their
-# captures (several parts read one), each analysed once; a changed file is analysed again.
+# path -> (stamp, (run, made by, [Analysis], strings)): the parts of one `study_publish` run
+# share their captures (several parts read one), each analysed once; a changed file is analysed
+# again.
 _ANALYSED: dict = {}
 STAMPED = ("capture.sqlite", "run.json", "untraced_steps.json", "untraced.json")
 
