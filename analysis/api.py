@@ -1,50 +1,36 @@
-"""The library API for notebooks and scripts: `from analysis import analyze_trace`.
+"""The library face, for notebooks and scripts (docs/ANALYSIS.md, "In a notebook"):
 
-    from analysis import analyze_trace
+    import analysis                                  # gapscope.analysis, installed
 
-    (r,) = analyze_trace("traces/20261130T171200Z-hf_decode/")   # one result per device
-    r.summary["gpu_util"], r.summary["bubble_ns_median"]        # the summary `--format json` prints
-    r.steps[["step", "period_ns", "bubble_ns"]]                 # DataFrames, times in ns
-    r.gaps.groupby("cause", observed=True)["gap_ns"].sum()
+    (a,) = analysis.open("tests/data/runs/static")   # one Analysis a device
+    a.summary["bubble_ns_median"], a.steps, a.gaps   # numbers and DataFrames, times in ns
+    c = analysis.compare([analysis.open(p)[0] for p in paths])   # a Comparison
+    print(c.to_text()); c.table; c.between_runs; c.hardware; c.order_flips
+    with analysis.Database("runs.db") as db:         # the results database
+        db.add(analysis.open(path)); db.runs(); db.analyses("config_batch = 16")
 
-The console script calls the same function, so both give the same numbers (tested).
+The console script (analysis/cli/) calls these and adds only options and printing.
 """
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from .errors import TraceError
+from .measures.analysis import Analysis
 from .measures.floor import floor_summary
-from .readers import load_trace
-from .readers.gpu_metrics import with_gpu_name
-from .readers.untraced import read_untraced_steps
-from .readers.runs import Run, resolve_run
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
-from .measures.summary import DeviceAnalysis, Options, analyze_metrics
+from .measures.summary import Options, analyze_metrics
 from .measures.summary import analyze as run_analysis
 from .measures.untraced import with_untraced
+from .readers import load_trace
+from .readers.gpu_metrics import with_gpu_name
+from .readers.runs import Run, resolve_run, unique_labels
+from .readers.untraced import read_untraced_steps
+from .render.comparison import Comparison, comparison
+from .render.report import plain
+from .store.database import Database
 
-
-@dataclass(frozen=True)
-class Result:
-    """One device's analysis of one trace (docs/METRICS.md defines every column and key).
-
-    summary: the dict `gapscope analyze --format json` prints as "summary" (plain Python values)
-    steps:   one row a step; gaps: one row a GPU idle gap; streams: one row a stream
-    run:     the trace's path, its label and run.json's contents
-    analysis: the whole DeviceAnalysis (also stream pairs, stop checks and the ops)
-    """
-
-    device: int
-    summary: dict
-    steps: pd.DataFrame
-    gaps: pd.DataFrame
-    streams: pd.DataFrame
-    run: Run
-    analysis: DeviceAnalysis
+__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "open"]
 
 
 def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,
@@ -59,17 +45,11 @@ def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,
     )
 
 
-def describe(trace) -> str:
-    """What made the trace, for the report's first line."""
-    if trace.source == "kineto":
-        return f"torch.profiler trace schema {trace.schema_version}"
-    return f"nsys export schema {trace.schema_version}"
-
-
 def load_and_analyse(path: str | Path, step_pattern: str | None = None,
                      check_pattern: str | None = None, device: int | None = None,
                      metrics_only_ok: bool = True) -> tuple:
-    """(run, trace, [DeviceAnalysis]) of one argument. A run directory's untraced twin
+    """(run, trace, [Analysis]) of one argument: what `open` is made of (the Analyses without
+    their run and trace set, their summaries as measured). A run directory's untraced twin
     (untraced_steps.json) is set beside each device's analysis, and the bandwidth floor
     (run.json's) in each summary. A capture of GPU metrics without a CUDA trace gets the
     metrics-only analysis where `metrics_only_ok`, else one line. Every TraceError names the
@@ -110,27 +90,38 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
     return run, trace, analyses
 
 
-def analyse_run(path: str | Path, step_pattern: str | None = None,
-                check_pattern: str | None = None, device: int | None = None,
-                metrics_only_ok: bool = True) -> tuple:
-    """(run, what made the trace (`describe`), [DeviceAnalysis]): what the CLI's commands
-    share (load_and_analyse)."""
-    run, trace, analyses = load_and_analyse(path, step_pattern, check_pattern, device,
-                                            metrics_only_ok)
-    return run, describe(trace), analyses
-
-
-def analyze_trace(path: str | Path, steps: str | None = None, check: str | None = None,
-                  device: int | None = None) -> list[Result]:
-    """Analyse one trace: an nsys SQLite export, or a run directory (capture.sqlite + run.json).
+def open(path: str | Path, steps: str | None = None, check: str | None = None,
+         device: int | None = None, *, metrics_only: bool = True) -> list[Analysis]:
+    """Analyse one capture: an nsys SQLite export (.sqlite, .sqlite.gz), a torch.profiler trace
+    (.json, .json.gz) or a run directory (capture.sqlite + run.json): one Analysis a device,
+    each with its `run` and `trace`, its summary in plain Python values (JSON-ready).
 
     steps, check: the regexes of `--steps` and `--check` (default: run.json's, else
     `^Step (\\d+)$` and `^Check Stop Condition$`; steps inferred from the trace where no range
     matches the default, or with steps="infer"); device: one CUDA device (default: each that
-    ran step ops). Raises analysis.errors.TraceError, with a one-line message, on bad input.
+    ran step ops). A capture of GPU metrics without a CUDA trace gives Analyses of kind
+    "metrics" (no gaps); `metrics_only=False` makes it an error instead. Raises
+    analysis.errors.TraceError, with a one-line message naming the path, on bad input.
     """
-    from .render.report import plain
-
-    run, _, analyses = analyse_run(path, steps, check, device)
-    return [Result(a.device, plain(a.summary), a.steps, a.gaps, a.streams, run, a)
+    run, trace, analyses = load_and_analyse(path, steps, check, device, metrics_only)
+    return [dataclasses.replace(a, summary=plain(a.summary), run=run, trace=trace)
             for a in analyses]
+
+
+def analyze_trace(path: str | Path, steps: str | None = None, check: str | None = None,
+                  device: int | None = None) -> list[Analysis]:
+    """`open`, by its older name (README and notebooks use it)."""
+    return open(path, steps, check, device)
+
+
+def compare(runs: list, labels: list | None = None, spread: bool = True) -> Comparison:
+    """Runs side by side, the first the baseline: `runs` are Analyses (one a run, as
+    `open(path)[0]`) or paths (each opened, its first device). labels: default each run's
+    own, told apart where two share one. `spread`: also the spread between runs of one
+    configuration. Columns: render/comparison.py's Comparison."""
+    analyses = [r if isinstance(r, Analysis) else open(r)[0] for r in runs]
+    if not analyses:
+        raise TraceError("compare: no runs to compare")
+    if labels is None:
+        labels = unique_labels([a.run for a in analyses])
+    return comparison(labels, analyses, spread)

@@ -1,6 +1,7 @@
 """Many runs at once: directories of run directories expanded, runs analysed in parallel
 threads (one per core), progress on stderr."""
 
+import dataclasses
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -8,8 +9,8 @@ from pathlib import Path
 
 from . import api
 from .errors import TraceError
-from .readers.runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
 from .measures.summary import Options
+from .readers.runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
 
 # From this many runs on, progress is shown even when they were named one by one.
 PROGRESS_FROM = 8
@@ -62,14 +63,13 @@ def run_dirs(root: Path) -> list:
     return sorted(found)
 
 
-def analyse_one(arg: str, options: Options, metrics_only_ok: bool = False,
-                blocking: bool = False) -> tuple:
-    """(run, what made the trace, [DeviceAnalysis], the trace's strings) of one argument, and
-    where `blocking` its blocking calls (a timeline to write: analysis.render.perfetto)."""
-    run, trace, analyses = api.load_and_analyse(arg, options.step_pattern, options.check_pattern,
-                                                options.device, metrics_only_ok)
-    return (run, api.describe(trace), analyses, trace.strings,
-            *((trace.blocking,) if blocking else ()))
+def open_one(arg: str, options: Options, metrics_only: bool = True,
+             keep_trace: bool = True) -> list:
+    """api.open of one argument with `options`; without `keep_trace` each Analysis lets its
+    in-memory trace go (a sweep of many runs holds only what it compares)."""
+    analyses = api.open(arg, options.step_pattern, options.check_pattern, options.device,
+                        metrics_only=metrics_only)
+    return analyses if keep_trace else [dataclasses.replace(a, trace=None) for a in analyses]
 
 
 def _workers(count: int) -> int:
@@ -77,22 +77,22 @@ def _workers(count: int) -> int:
     return max(1, min(count, cores or 1))
 
 
-def analyse_all(args: list, options: Options | list, progress: bool = False,
-                metrics_only_ok: bool = False, blocking: bool = False) -> list:
-    """analyse_one of each argument, in order; in threads where there are several runs and
-    cores. Threads, not processes: safe where a notebook or any threaded program calls this,
-    nothing to copy back, and SQLite's reading and numpy's whole-column work release the GIL,
-    so runs overlap (ANALYSIS.md, Robustness). `options`: one for all, or one each."""
+def open_all(args: list, options: Options | list, progress: bool = False,
+             metrics_only: bool = True, keep_trace: bool = False) -> list:
+    """open_one of each argument (a list of Analyses each), in order; in threads where there
+    are several runs and cores. Threads, not processes: safe where a notebook or any threaded
+    program calls this, nothing to copy back, and SQLite's reading and numpy's whole-column
+    work release the GIL, so runs overlap (ANALYSIS.md, Robustness). `options`: one for all, or one each."""
     each = options if isinstance(options, list) else [options] * len(args)
     workers = _workers(len(args))
     results = []
     if workers == 1:
         for i, (arg, own) in enumerate(zip(args, each, strict=True)):
-            results.append(analyse_one(arg, own, metrics_only_ok, blocking))
+            results.append(open_one(arg, own, metrics_only, keep_trace))
             _report(progress, i + 1, len(args), arg)
         return results
     with ThreadPoolExecutor(workers, thread_name_prefix="gapscope-run") as pool:
-        futures = [pool.submit(analyse_one, arg, own, metrics_only_ok, blocking)
+        futures = [pool.submit(open_one, arg, own, metrics_only, keep_trace)
                    for arg, own in zip(args, each, strict=True)]
         try:
             for i, (arg, future) in enumerate(zip(args, futures, strict=True)):

@@ -23,14 +23,14 @@
 #                       our own step's rungs (graphed-sync, graphed, fused) included where they
 #                       run, and captures capture/<UTC>-<rung>-bB of --captures (default static,
 #                       compiled, pipelined+compile, graphed-sync: graph by graph, with its
-#                       untraced twin; "none" for none); `python -m analysis.study.results
+#                       untraced twin; "none" for none); `python -m analysis.cli study
 #                       DIR -o docs --part family` makes its RESULTS part
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
 #                       ones in 2 processes) with their untraced twin, captured node-level and
 #                       graph-level: how much of each bubble is the profiler's (not in the
 #                       default parts: --parts observer; about 25 minutes on an H200)
-# Then `python -m analysis.study.results DIR -o DIR/results` writes RESULTS.md and its plots from those
+# Then `python -m analysis.cli study DIR -o DIR/results` writes RESULTS.md and its plots from those
 # runs (it needs no GPU: it can also be run later, elsewhere, on the same directory).
 # quick: 3 repeats, fewer sizes and captures, a few minutes; full: what docs/RESULTS.md shows.
 # --parts and --captures split one study over several GPUs or sessions (same --dir): each part
@@ -196,7 +196,7 @@ if want observer; then
 fi
 
 if want results; then
-  say "results: $PY -m analysis.study.results $dir -o $dir/results"
-  "$PY" -m analysis.study.results "$dir" -o "$dir/results"
+  say "results: $PY -m analysis.cli study $dir -o $dir/results"
+  "$PY" -m analysis.cli study "$dir" -o "$dir/results"
 fi
 say "study in $dir"

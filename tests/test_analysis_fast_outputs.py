@@ -9,23 +9,24 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.store import db as db_mod
-from analysis.render import records, report
 from analysis.api import load_and_analyse
 from analysis.cli import main
-from analysis.readers.runs import Run
 from analysis.measures.syncs import empty_syncs
+from analysis.readers.runs import Run
+from analysis.render import records, report
+from analysis.store import db as db_mod
+from analysis.store import scratch as scratch_mod
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"
 RUNS = DATA / "runs"
 
 
-class Table:
-    def __init__(self, device, **frames):
-        self.device = device
-        for name, frame in frames.items():
-            setattr(self, name, frame)
+def Table(device, summary=None, steps=None, **frames):
+    """An Analysis of these frames alone."""
+    from analysis.measures.analysis import Analysis
+
+    return Analysis(device, summary or {}, pd.DataFrame() if steps is None else steps, **frames)
 
 
 def test_csv_quotes_and_blanks_strings_as_pandas_does():
@@ -75,8 +76,8 @@ def dump(path) -> dict:
 
 def spy_scratch(monkeypatch) -> list:
     """The column names of each scratch file db.add_run writes, as it writes them."""
-    written, write = [], db_mod.write_table
-    monkeypatch.setattr(db_mod, "write_table",
+    written, write = [], scratch_mod.write_table
+    monkeypatch.setattr(scratch_mod, "write_table",
                         lambda path, name, columns: written.append(list(columns))
                         or write(path, name, columns))
     return written
@@ -85,10 +86,10 @@ def spy_scratch(monkeypatch) -> list:
 def test_the_database_written_from_scratch_files_holds_the_same_rows(monkeypatch, tmp_path):
     args = ["db", "add"]
     runs = [RUNS / "static", RUNS / "graphed"]
-    monkeypatch.setattr(db_mod, "IMAGE_ROWS", 10**9)  # every table bound a value at a time
+    monkeypatch.setattr(scratch_mod, "IMAGE_ROWS", 10**9)  # every table bound a value at a time
     plain = tmp_path / "plain.db"
     assert CliRunner().invoke(main, [*args, str(plain), *map(str, runs)]).exit_code == 0
-    monkeypatch.setattr(db_mod, "IMAGE_ROWS", 0)  # gaps and streams through scratch files
+    monkeypatch.setattr(scratch_mod, "IMAGE_ROWS", 0)  # gaps and streams through scratch files
     written = spy_scratch(monkeypatch)
     scratch = tmp_path / "scratch.db"
     for _ in range(2):  # the second time replaces the rows, through the scratch files again
@@ -125,7 +126,7 @@ def test_scratch_files_carry_text_with_gaps_and_leave_nothing_behind(monkeypatch
     written = spy_scratch(monkeypatch)
     dumps = []
     for rows in (10**9, 0):
-        monkeypatch.setattr(db_mod, "IMAGE_ROWS", rows)
+        monkeypatch.setattr(scratch_mod, "IMAGE_ROWS", rows)
         db = db_mod.open_db(tmp_path / f"{rows}.db")
         before = set(Path(tempfile.gettempdir()).glob("gapscope-*.db"))
         db_mod.add_run(db, run, "synthetic", [analysis])

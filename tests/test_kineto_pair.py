@@ -6,15 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.api import analyse_run
+import analysis
 
 PAIR = Path(__file__).parent / "data" / "runs" / "static-kineto"
 
 
 def analyses():
-    (_, nsys_made, (nsys,)) = analyse_run(PAIR / "capture.sqlite")
-    (run, kineto_made, (kineto,)) = analyse_run(PAIR / "kineto.json.gz")
-    return nsys, kineto, nsys_made, kineto_made, run
+    (nsys,) = analysis.open(PAIR / "capture.sqlite")
+    (kineto,) = analysis.open(PAIR / "kineto.json.gz")
+    return nsys, kineto, nsys.source, kineto.source, kineto.run
 
 
 def test_both_readers_see_the_same_launches_step_by_step():

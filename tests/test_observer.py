@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from analysis.study import observer
 from analysis.study import overhead
-from analysis.study.results import PART_END, PART_START, main
+from analysis.cli.study import study as main
+from analysis.study.results import PART_END, PART_START
 
 RUNS = Path(__file__).parent / "data" / "runs"
 

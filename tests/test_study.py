@@ -6,7 +6,7 @@ import shutil
 import golden
 from click.testing import CliRunner
 
-from analysis.study.results import main
+from analysis.cli.study import study as main
 
 CONFIG = {"model": "gpt2", "dtype": "fp32", "batch": 32, "new_tokens": 100}
 

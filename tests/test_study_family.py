@@ -9,7 +9,7 @@ import golden
 import pandas as pd
 from click.testing import CliRunner
 
-from analysis.study.results import main
+from analysis.cli.study import study as main
 from analysis.study.family import (
     family_findings,
     ladder_benches,

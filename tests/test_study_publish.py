@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analysis.study.results import main
+from analysis.cli.study import study as main
 from analysis.study.publish import GEN_END, documents, gen_start, put_generated
 from analysis.study.text import pct_span, span, verdict, wrap
 

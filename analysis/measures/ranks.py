@@ -1,7 +1,7 @@
 """Across the ranks of a tensor-parallel run: per step the slowest rank, and how long the ranks
 waited for each other in collectives (docs/METRICS.md, "Ranks").
 
-Input: each rank's DeviceAnalysis (one capture a rank, `capture_<RANK>`) and its ops' strings.
+Input: each rank's Analysis (one capture a rank, `capture_<RANK>`) and its ops' strings.
 Each nsys export counts its times from its own session start; `align` puts the ranks'
 collectives on rank 0's time base by the difference of the session starts on the host's UTC
 clock (readers.nsys.read_session_start_ns). Periods need no alignment (differences on one rank).

@@ -1,11 +1,12 @@
 """The whole analysis of one trace, device by device (METRICS.md), and its summary numbers."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from ..measures.analysis import METRICS, Analysis
 from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.intervals import Coverage
@@ -21,7 +22,7 @@ from ..measures.steps import (
     step_table,
 )
 from ..measures.streams import check_cover, stream_table, window_busy_ns
-from ..measures.syncs import empty_syncs, sync_table
+from ..measures.syncs import sync_table
 from ..readers.trace import GRAPH, Trace, op_names
 
 LEDGER = ("wait_ns", "host_ns", "launch_ns")
@@ -36,21 +37,21 @@ class Options:
     device: int | None = None
 
 
-@dataclass(frozen=True)
-class DeviceAnalysis:
-    device: int
-    summary: dict
-    steps: pd.DataFrame
-    gaps: pd.DataFrame
-    streams: pd.DataFrame
-    pairs: pd.DataFrame
-    checks: pd.DataFrame
-    ops: pd.DataFrame
-    syncs: pd.DataFrame = field(default_factory=empty_syncs)
+def by_thread(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per thread (where several threads have steps): steps, median period and bubble, in
+    order of the thread's first step."""
+    if "thread" not in steps.columns or steps["thread"].nunique() < 2:
+        return pd.DataFrame()
+    grouped = steps.groupby("thread", sort=False)
+    return pd.DataFrame({
+        "steps": grouped.size(),
+        "period_ns_median": grouped["period_ns"].agg(median),
+        "bubble_ns_median": grouped["bubble_ns"].agg(median),
+    })
 
 
 def analyze(trace: Trace, options: Options = Options()) -> list:
-    """One DeviceAnalysis per device that ran ops of the steps (or the one asked for)."""
+    """One Analysis per device that ran ops of the steps (or the one asked for)."""
     steps, origin = step_ranges(trace, options.step_pattern)
     checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
     ops = trace.ops.assign(step=assign_steps(trace.ops, steps))
@@ -78,7 +79,7 @@ def _device_ops(ops: pd.DataFrame, device: int) -> pd.DataFrame:
 
 
 def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: pd.DataFrame,
-                   trace: Trace, origin: dict) -> DeviceAnalysis:
+                   trace: Trace, origin: dict) -> Analysis:
     """One device's analysis; `origin`: where the steps came from (steps.step_ranges)."""
     busy = Coverage(ops["start"].to_numpy(), ops["end"].to_numpy())
     table = step_table(steps, ops, busy)
@@ -98,7 +99,8 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
-    return DeviceAnalysis(device, summary, table, gaps, per_stream, pairs, cover, ops, syncs)
+    return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
+                    pairs=pairs, checks=cover, ops=ops)
 
 
 def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
@@ -197,22 +199,9 @@ def _peak(trace: Trace, device: int) -> tuple:
     return trace.dram_peaks.get(device, (None, "unknown: no peak DRAM bandwidth for the device"))
 
 
-@dataclass(frozen=True)
-class MetricsAnalysis:
-    """A capture of GPU metrics without a CUDA trace: per-step metrics over the NVTX ranges,
-    no ops, so no gaps, streams or stop-check cover (`gaps` and `streams` are empty, so code
-    that takes any analysis needs no special case to read them)."""
-
-    device: int
-    summary: dict
-    steps: pd.DataFrame
-    gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
-    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
-    syncs: pd.DataFrame = field(default_factory=empty_syncs)
-
-
 def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
-    """One MetricsAnalysis per device that sampled metrics (or the one asked for). A step is its
+    """One metrics-only Analysis (kind "metrics": no ops, so no gaps, streams or stop-check
+    cover) per device that sampled metrics (or the one asked for). A step is its
     NVTX range on the host clock: nsys samples on the same clock, and without a CUDA trace the
     GPU span of a step is unknown, so the metrics of a step include its launch latency."""
     steps, origin = step_ranges(trace, options.step_pattern)
@@ -244,5 +233,5 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
             "step_cpu_ns_median": median(table["cpu_ns"]),
             "gpu_metrics": metrics,
         }
-        out.append(MetricsAnalysis(device, summary, table))
+        out.append(Analysis(device, summary, table, kind=METRICS))
     return out

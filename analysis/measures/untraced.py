@@ -14,8 +14,8 @@ import dataclasses
 
 import pandas as pd
 
+from ..measures.analysis import Analysis
 from ..measures.stats import median, p90
-from ..measures.summary import DeviceAnalysis
 from ..readers.untraced import UntracedSteps
 
 # Per-step columns of the twin, by their name in the traced step table.
@@ -140,7 +140,7 @@ def within_noise(traced, untraced, runs_spread) -> bool | None:
     return runs_spread > abs(traced - untraced)
 
 
-def with_untraced(a: DeviceAnalysis, u: UntracedSteps) -> DeviceAnalysis:
+def with_untraced(a: Analysis, u: UntracedSteps) -> Analysis:
     """The analysis with `summary.untraced` and the per-step untraced columns (NA for a traced
     step the twin lacks)."""
     twin = untraced_summary(u)

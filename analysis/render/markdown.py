@@ -4,7 +4,8 @@ the per-step tables, each a Markdown table; `md_table` is the one Markdown table
 
 import pandas as pd
 
-from ..measures.summary import CAUSES, LEDGER, MetricsAnalysis
+from ..measures.analysis import METRICS
+from ..measures.summary import CAUSES, LEDGER
 from ..render.palette import LEDGER_WORDS
 from ..render.text import (
     GRAPH_NOTES,
@@ -125,7 +126,7 @@ def _step_cells(steps: pd.DataFrame, c: str) -> list:
 def md_steps(a) -> str:
     """The per-step tables the run has columns for; a metrics-only capture has its host step
     time and metrics."""
-    tables = ((HOST_STEPS, METRIC_STEPS) if isinstance(a, MetricsAnalysis)
+    tables = ((HOST_STEPS, METRIC_STEPS) if a.kind == METRICS
               else (GPU_STEPS, TWIN_STEPS, METRIC_STEPS))
     threads = () if by_thread(a.steps).empty else ("thread",)
     parts = []
@@ -191,7 +192,7 @@ def md_syncs(a) -> str:
 def to_markdown(label: str, analyses: list) -> str:
     parts = [f"## {label}"]
     for a in analyses:
-        if isinstance(a, MetricsAnalysis):
+        if a.kind == METRICS:
             parts += ["GPU metrics only (no CUDA trace): no gap analysis.", md_metrics(a),
                       md_floor(a), md_steps(a)]
         else:

@@ -201,13 +201,13 @@ def _bounds(traced: list, blocking: pd.DataFrame) -> tuple:
 
 
 def chrome_trace(runs: list) -> str:
-    """The JSON text of `runs`: (label, [DeviceAnalysis], the trace's strings, its blocking
+    """The JSON text of `runs`: (label, [Analysis], the trace's strings, its blocking
     calls) each; captures of GPU metrics alone (no ops, no gaps) are left out."""
     w = _Writer()
     origins = {}
     pid = 0
     for label, analyses, strings, blocking in runs:
-        traced = [a for a in analyses if "cause" in a.gaps.columns]
+        traced = [a for a in analyses if a.traced]
         if not traced:
             continue
         lo, hi, origin = _bounds(traced, blocking)

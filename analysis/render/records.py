@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..measures.summary import MetricsAnalysis
+from ..measures.analysis import METRICS
 
 
 def plain(value):
@@ -56,7 +56,7 @@ def analysis_dict(a, frames: bool = False) -> dict:
     """One device's analysis as JSON-ready values; steps and gaps columnar. With `frames`, the
     two stay DataFrames for json_chunks to write a column at a time. A metrics-only analysis
     (no CUDA trace) has its summary and steps alone."""
-    if isinstance(a, MetricsAnalysis):
+    if a.kind == METRICS:
         return {"summary": plain(a.summary), "steps": a.steps if frames else columns(a.steps)}
     return {
         "summary": plain(a.summary),
@@ -157,7 +157,7 @@ def csv_chunks(analyses: list, table: str = "steps"):
     """`analyze --format csv`: one table (steps, gaps, streams or syncs), one row per step, gap,
     stream or sync site, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a
     second: pandas' to_csv takes seconds)."""
-    if table != "steps" and any(isinstance(a, MetricsAnalysis) for a in analyses):
+    if table != "steps" and any(a.kind == METRICS for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
                          "gaps, streams or syncs; --table steps prints its per-step metrics")
     frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams,

@@ -7,8 +7,8 @@ import textwrap
 
 import pandas as pd
 
-from ..measures.stats import median
-from ..measures.summary import CAUSES, LEDGER, MetricsAnalysis
+from ..measures.analysis import METRICS
+from ..measures.summary import CAUSES, LEDGER, by_thread
 from ..measures.syncs import UNKNOWN
 from ..render.palette import LEDGER_WORDS
 
@@ -63,19 +63,6 @@ def steps_from(s: dict) -> str | None:
         return None
     by = s.get("steps_inferred_by")
     return STEPS_FROM[source] + (f": {by}" if by else "")
-
-
-def by_thread(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per thread (where several threads have steps): steps, median period and bubble, in
-    order of the thread's first step."""
-    if "thread" not in steps.columns or steps["thread"].nunique() < 2:
-        return pd.DataFrame()
-    grouped = steps.groupby("thread", sort=False)
-    return pd.DataFrame({
-        "steps": grouped.size(),
-        "period_ns_median": grouped["period_ns"].agg(median),
-        "bubble_ns_median": grouped["bubble_ns"].agg(median),
-    })
 
 
 def steps_lines(s: dict, steps: pd.DataFrame) -> list:
@@ -203,7 +190,7 @@ def metrics_text_summary(label: str, s: dict, schema: str,
 def to_text(label: str, analyses: list, schema: str) -> str:
     return "\n\n".join(
         metrics_text_summary(label, a.summary, schema, a.steps)
-        if isinstance(a, MetricsAnalysis)
+        if a.kind == METRICS
         else "\n".join([text_summary(label, a.summary, schema, a.steps),
                         *sync_lines(a.syncs, a.summary["steps"])])
         for a in analyses)

@@ -15,8 +15,6 @@ the schema; the file is the user's and opens in any SQLite tool.
 import hashlib
 import json
 import os
-import sqlite3
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +22,17 @@ import pandas as pd
 import sqlite_utils
 
 from ..render.report import column_values, plain
-from ..readers.runs import Run
-from ..store.sqlite_image import write_table
+from ..store.scratch import (
+    KEY_COLUMNS,
+    SCRATCH_FILES,
+    copy_rows,
+    image_columns,
+    write_scratch,
+)
 
 HASH_CHUNK = 1 << 20
 RUN_KEY = ("run_id", "device")
-# The tables keyed by run, and how each comes from a DeviceAnalysis. Another per-run table (the
+# The tables keyed by run, and how each comes from an Analysis. Another per-run table (the
 # GPU metrics) is one more entry here and one more line in METRICS.md.
 CHILD_TABLES = {
     "steps": lambda a: a.steps,
@@ -89,13 +92,6 @@ def run_row(run, label: str, digest: str, a) -> dict:
 
 # A new database gets 64 KiB pages: a million gaps go in ~15% faster than with 4 KiB pages.
 NEW_PAGE_SIZE = 65536
-# A table of more rows than this, of integer and text columns only, goes in from a scratch
-# database file made in numpy (analysis.store.sqlite_image) by one INSERT ... SELECT: no Python work
-# per row (binding a million gaps' values one at a time took 1.5 s of CPU).
-IMAGE_ROWS = 1000
-# Scratch files of one run at most: SQLite attaches 10 databases at most (a run of more devices
-# binds the rest of its big tables row by row).
-SCRATCH_FILES = 8
 
 
 def open_db(path) -> sqlite_utils.Database:
@@ -110,9 +106,6 @@ def _sql_type(series: pd.Series) -> str:
     if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_integer_dtype(series.dtype):
         return "INTEGER"
     return "REAL" if pd.api.types.is_float_dtype(series.dtype) else "TEXT"
-
-
-KEY_COLUMNS = ("run_id", "device", "row")
 
 
 def _data(frame: pd.DataFrame) -> pd.DataFrame:
@@ -152,18 +145,19 @@ def _insert_rows(con, sql: str, data: pd.DataFrame) -> None:
 
 def add_run(db: sqlite_utils.Database, run, label: str, analyses: list) -> str:
     """Writes (or replaces) one run's rows in every table, in one transaction; returns its
-    run_id. A table of more than IMAGE_ROWS rows is written into a scratch database file
-    first (_image_columns), attached, and copied in by SQLite."""
+    run_id. A table of more than scratch.IMAGE_ROWS rows is written into a scratch database file
+    first (store/scratch.py), attached, and copied in by SQLite."""
     digest = trace_hash(Path(run.trace_path))
     # (device, table, its first row keyed (the schema), the table's own columns)
+    # A part an analysis lacks (None: GPU metrics alone have no gaps) writes no rows.
     frames = [(a.device, name, _keyed(frame(a).iloc[:1], digest[:16], a.device), _data(frame(a)))
-              for a in analyses for name, frame in CHILD_TABLES.items()]
+              for a in analyses for name, frame in CHILD_TABLES.items() if frame(a) is not None]
     images, paths = {}, []  # frame's position -> its scratch database's columns
     try:
         for i, frame in enumerate(frames):
-            image = _image_columns(frame[3]) if len(images) < SCRATCH_FILES else None
+            image = image_columns(frame[3]) if len(images) < SCRATCH_FILES else None
             if image is not None:
-                paths.append(_write_scratch(image))
+                paths.append(write_scratch(image))
                 # Attached outside the transaction: SQLite attaches outside one only.
                 db.conn.execute(f"ATTACH DATABASE ? AS scratch_{i}", (paths[-1],))
                 images[i] = image
@@ -194,76 +188,9 @@ def _add_rows(db, run, label: str, digest: str, analyses: list, frames: list,
             elif len(head):
                 db[name].add_missing_columns(head.to_dict("records"))
             if i in images:
-                _copy_rows(db.conn, name, head, images[i], f"scratch_{i}", run_id, device)
+                copy_rows(db.conn, name, head, images[i], f"scratch_{i}", run_id, device)
             else:
                 _insert_rows(db.conn, _insert_sql(name, head, run_id, device), data)
-
-
-def _image_columns(data: pd.DataFrame) -> dict | None:
-    """A big table's columns as integer arrays for its scratch file, text ones (categorical,
-    strings) as codes into their distinct values (-1: none) with `values[column]` those values;
-    None for a small table or one the scratch file cannot carry (floats, missing integers)."""
-    if len(data) <= IMAGE_ROWS:
-        return None
-    columns, values = {}, {}
-    for c in data.columns:
-        s = data[c]
-        if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype):
-            if s.hasnans:
-                return None
-            columns[c] = s.to_numpy(dtype=np.int64)
-        elif (s.dtype == object or pd.api.types.is_string_dtype(s.dtype)
-              or isinstance(s.dtype, pd.CategoricalDtype)):
-            columns[c], distinct = pd.factorize(s)
-            values[c] = list(distinct)
-        else:
-            return None
-    return {"columns": columns, "values": values}
-
-
-def _write_scratch(image: dict) -> str:
-    """The scratch database of one big table (table t) in a file of its own; its path. The
-    rowid of row r is image["first"] + r."""
-    fd, path = tempfile.mkstemp(suffix=".db", prefix="gapscope-")
-    os.close(fd)
-    try:
-        image["first"] = write_table(path, "t", image["columns"])
-    except BaseException:
-        os.unlink(path)
-        raise
-    return path
-
-
-def _copy_sql(name: str, head: pd.DataFrame, image: dict, tag: str, run_id: str,
-              device: int) -> str:
-    """The INSERT ... SELECT of a scratch table's rows into table `name`, in rowid order: `row`
-    from the rowid, text columns through their values' tables (temp.{tag}_{k})."""
-    exprs = [f"'{run_id}'", str(int(device)), f"s.rowid - {image['first']}"]
-    joins = []
-    for c in head.columns[len(KEY_COLUMNS):]:
-        if c in image["values"]:
-            k = len(joins)
-            joins.append(f"LEFT JOIN temp.[{tag}_{k}] AS v{k} ON v{k}.code = s.[{c}]")
-            exprs.append(f"v{k}.value")
-        else:
-            exprs.append(f"s.[{c}]")
-    names = ", ".join(f"[{c}]" for c in head.columns)
-    return (f"INSERT INTO main.[{name}] ({names}) SELECT {', '.join(exprs)} "
-            f"FROM {tag}.t AS s {' '.join(joins)} ORDER BY s.rowid")
-
-
-def _copy_rows(con, name: str, head: pd.DataFrame, image: dict, tag: str, run_id: str,
-               device: int) -> None:
-    """A big table's rows from its attached scratch database `tag`; the values of its text
-    columns in temp tables (inside the transaction) while the copy needs them."""
-    texts = [c for c in head.columns[len(KEY_COLUMNS):] if c in image["values"]]
-    for k, c in enumerate(texts):
-        con.execute(f"CREATE TEMP TABLE [{tag}_{k}] (code INTEGER PRIMARY KEY, value)")
-        con.executemany(f"INSERT INTO temp.[{tag}_{k}] VALUES (?, ?)",
-                        enumerate(image["values"][c]))
-    con.execute(_copy_sql(name, head, image, tag, run_id, device))
-    for k in range(len(texts)):
-        con.execute(f"DROP TABLE temp.[{tag}_{k}]")
 
 
 def _ensure_indexes(db: sqlite_utils.Database) -> None:
@@ -277,52 +204,3 @@ def _ensure_indexes(db: sqlite_utils.Database) -> None:
                 table.create_index(columns, if_not_exists=True)
 
 
-def read_only(path) -> sqlite_utils.Database:
-    """The database opened read-only (compare never changes it)."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    return sqlite_utils.Database(sqlite3.connect(uri, uri=True))
-
-
-def stored_runs(db: sqlite_utils.Database, where: str | None) -> list:
-    """The runs rows that match `where` (SQL over the runs table), in the order they were
-    added."""
-    return list(db["runs"].rows_where(where, order_by="rowid"))
-
-
-def stored_steps(db: sqlite_utils.Database, run_id: str, device: int) -> pd.DataFrame:
-    rows = db.execute("SELECT * FROM steps WHERE run_id = ? AND device = ? ORDER BY row",
-                      [run_id, device])
-    names = [d[0] for d in rows.description]
-    return pd.DataFrame(rows.fetchall(), columns=names)
-
-
-class StoredAnalysis:
-    """What compare reads of an analysis, rebuilt from the database: device, summary, steps."""
-
-    def __init__(self, row: dict, steps: pd.DataFrame):
-        self.device = row["device"]
-        self.summary = dict(row)
-        self.summary["idle_ns_by_cause"] = {
-            k.removeprefix("idle_ns_by_cause_"): v for k, v in row.items()
-            if k.startswith("idle_ns_by_cause_")}
-        # The summary's own sections (SUMMARY_PREFIXES), as compare reads them; absent where
-        # the run had none (their columns NULL).
-        for key, prefix in SUMMARY_PREFIXES.items():
-            part = {k.removeprefix(prefix + "_"): v for k, v in row.items()
-                    if k.startswith(prefix + "_")}
-            if any(v is not None for v in part.values()):
-                self.summary[key] = part
-        self.steps = steps
-
-
-def stored_for_compare(path, where: str | None) -> tuple:
-    """(runs, analyses) of the database's runs that match `where`, for compare."""
-    db = read_only(path)
-    try:
-        rows = stored_runs(db, where)
-        runs = [Run(Path(r["trace"]), r["label"], json.loads(r["run_json"] or "{}"))
-                for r in rows]
-        analyses = [StoredAnalysis(r, stored_steps(db, r["run_id"], r["device"])) for r in rows]
-    finally:
-        db.conn.close()
-    return runs, analyses

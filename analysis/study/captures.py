@@ -2,18 +2,20 @@
 part's captures): each capture's analysis beside its untraced figures; and the analyses
 themselves, made once per process for every part that reads a capture."""
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from ..measures.summary import Options
-from ..sweep import analyse_all
 from ..readers.trace import KERNEL
 from ..study.text import fmt_ms
+from ..sweep import open_all
 
-# path -> (stamp, analyse_one's result): the parts of one `study_publish` run share their
-# captures (several parts read one), each analysed once; a changed file is analysed again.
+# path -> (stamp, (run, made by, [Analysis], strings)): the parts of one `study_publish` run
+# share their captures (several parts read one), each analysed once; a changed file is analysed
+# again.
 _ANALYSED: dict = {}
 STAMPED = ("capture.sqlite", "run.json", "untraced_steps.json", "untraced.json")
 
@@ -24,15 +26,22 @@ def _stamp(path: Path) -> tuple:
 
 
 def analysed(paths: list, progress: bool = False) -> list:
-    """analyse_one's (run, made by, [DeviceAnalysis], strings) for each run directory, metrics-
+    """(run, made by, [Analysis], the trace's strings) for each run directory, metrics-
     only captures included (hardware.is_traced tells them), in parallel where not yet made."""
     paths = [Path(p) for p in paths]
     todo = [p for p in paths if _ANALYSED.get(str(p), (None,))[0] != _stamp(p)]
-    done = analyse_all([str(p) for p in todo], Options(), progress=progress and len(todo) > 1,
-                       metrics_only_ok=True)
+    done = [_held(analyses) for analyses in open_all(
+        [str(p) for p in todo], Options(), progress=progress and len(todo) > 1, keep_trace=True)]
     for p, result in zip(todo, done, strict=True):
         _ANALYSED[str(p)] = (_stamp(p), result)
     return [_ANALYSED[str(p)][1] for p in paths]
+
+
+def _held(analyses: list) -> tuple:
+    """What the parts read of a capture: the trace's strings kept, the rest of it let go."""
+    first = analyses[0]
+    return (first.run, first.source, [dataclasses.replace(a, trace=None) for a in analyses],
+            first.trace.strings)
 
 
 def is_traced(a) -> bool:

@@ -5,23 +5,20 @@ Every number comes from the directory's files: `bench-*.json` (untraced timings 
 run.json). Nothing here needs a GPU or torch, so a study run on a GPU machine can be turned into
 its report anywhere:
 
-    python -m analysis.study.results traces/study-20261130T221926Z -o docs/results [--notes FILE]
+    gapscope study traces/study-20261130T221926Z -o docs/results [--notes FILE]
 """
 
 import json
 from pathlib import Path
 
-import click
 import pandas as pd
 
-from ..render.markdown import frame_md_table
-from ..study import observer, observer_text
-from ..cli import Command, GapscopeError, store_runs
-from ..errors import TraceError
 from ..measures.floor_bytes import class_bytes, recorded_bytes_per_step, run_step_bytes
 from ..measures.kernels import kernel_table, op_names, step_row
-from ..render.plots import plot_analysis, plot_bubbles
 from ..readers.nsys import read_full_names
+from ..render.markdown import frame_md_table
+from ..render.plots import plot_analysis, plot_bubbles
+from ..study import observer, observer_text
 from ..study.benches import (
     benches,
     model_text,
@@ -150,6 +147,11 @@ def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
     return parts
 
 
+class StudyError(Exception):
+    """Nothing to make the results from: one line, said as it is (not "cannot make the
+    results")."""
+
+
 def part_start(name: str) -> str:
     return f"<!-- part: {name} -->"
 
@@ -196,8 +198,8 @@ def part_body(part: str, study: Path, out: Path | None) -> list:
         fig.mkdir(parents=True, exist_ok=True)
     body = part_sections(part, study, fig)
     if not body:
-        raise GapscopeError(f"{study}: nothing for part {part} here: it needs "
-                            f"{PART_HELP[part]}")
+        raise StudyError(f"{study}: nothing for part {part} here: it needs "
+                         f"{PART_HELP[part]}")
     return body
 
 
@@ -240,7 +242,7 @@ def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
     b = benches(study)
     found = captures(study)
     if "ladder" not in b and not found:
-        raise GapscopeError(
+        raise StudyError(
             f"{study}: no bench-ladder.json and no run directory under it: is this a directory "
             "of scripts/study.sh, or of run directories?"
         )
@@ -310,66 +312,10 @@ def runs_results(study: Path, out: Path, notes: Path | None, caps: pd.DataFrame,
     where each one's GPU time goes."""
     plot_idle(out / "figures" / "idle.png", analyses)
     parts = [f"# Results: {len(caps)} runs under `{study.name}`\n\n{environment(analyses, {})}. "
-             f"Regenerate with `python -m analysis.study.results {study} -o DIR`."]
+             f"Regenerate with `gapscope study {study} -o DIR`."]
     if notes is not None:
         parts.append(notes.read_text().strip())
     parts += section("## What the captures show", caps, "idle")
     path = out / "RESULTS.md"
     path.write_text("\n\n".join(p.strip() for p in parts) + "\n")
     return path
-
-
-@click.command("study", cls=Command)
-@click.argument("study", type=click.Path(path_type=Path))
-@click.option(
-    "-o",
-    "out",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Directory for RESULTS.md and its PNGs.",
-)
-@click.option(
-    "--notes",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="A Markdown file of commentary to put after the header, as it is.",
-)
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also add the captures to this results database.")
-@click.option(
-    "--part",
-    type=click.Choice(list(PARTS)),
-    default=None,
-    help="Rewrite only this part of OUT/RESULTS.md (between its markers), from STUDY: "
-    + "; ".join(f"{k}: {v}" for k, v in PART_HELP.items())
-    + ". `python -m analysis.study.publish` makes every part of docs/RESULTS.md.",
-)
-def main(study, out, notes, db_path, part):
-    """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, or any
-    directory of run directories (every run under it, analysed in parallel).
-
-    \b
-    Example:
-        gapscope study traces/study-20261130T221926Z -o OUT --notes NOTES.md
-        gapscope study docs/observer-20261201 -o docs --part observer
-        gapscope study docs/llama-20261201 -o docs --part family
-        python -m analysis.study.publish            # every part of docs/RESULTS.md
-    """
-    if not study.is_dir():
-        raise GapscopeError(
-            f"{study}: not a directory; pass the study directory of scripts/study.sh"
-        )
-    try:
-        if part:
-            path, analyses = write_part(study, out, part), {}
-        else:
-            path, analyses = write_results(study, out, notes)
-    except (TraceError, OSError, KeyError, json.JSONDecodeError) as e:
-        raise GapscopeError(f"{study}: cannot make the results ({e})") from None
-    click.echo(f"gapscope: wrote {path}", err=True)
-    if db_path:
-        store_runs(db_path, [(name, run, [a]) for name, (a, run, _) in analyses.items()])
-
-
-if __name__ == "__main__":
-    main()

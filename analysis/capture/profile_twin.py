@@ -1,0 +1,80 @@
+"""The untraced twin of a `gapscope profile` capture: the program run again without nsys, the
+hook timing the chosen steps with CUDA events (harness/inject/); and the one-line notes the
+profile prints on stderr."""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from ..capture import hook
+from ..capture.profile_steps import StepChoice, numbered, traced_window
+
+# Lines nsys itself prints, skipped when naming the program's last message.
+NSYS_CHATTER = re.compile(r"^\s*$|^\s+/|^(Generated|Generating|Collecting data|Capture range|"
+                          r"Processing|\[[0-9]+/[0-9]+\])")
+
+
+def note(message: str) -> None:
+    print(f"gapscope: {message}", file=sys.stderr, flush=True)
+
+
+def last_message(log: Path) -> str:
+    """The last line the program (not nsys' own progress) printed."""
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    mine = [line for line in lines if not NSYS_CHATTER.search(line)]
+    any_line = [line for line in lines if line.strip()]
+    return (mine or any_line or ["(nothing)"])[-1].strip()
+
+
+def no_twin_reason(choice: StepChoice, capture_range: str) -> str | None:
+    if not hook.available():
+        return (f"the hook ({hook.INJECT_DIR}/sitecustomize.py) is not installed beside the "
+                "analysis")
+    if choice.steps_from == "inferred":
+        return ("the steps are inferred from the trace (no NVTX step ranges and no step "
+                "function), and a run without the profiler has nothing to mark them by")
+    if choice.steps_from == "profiler_step":
+        return ("torch.profiler's ProfilerStep#N ranges are opened in torch's C++, out of the "
+                "hook's reach: name the step with --step-function for a twin")
+    if choice.steps_from == "function" and capture_range == "cudaProfilerApi":
+        return ("the function steps are counted from the capture's start (the program's "
+                "cudaProfilerStart), which a run without nsys cannot place: --range all gives "
+                "one")
+    return None
+
+
+def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, capture_range: str,
+                  runs: int) -> dict:
+    """Runs CMD `runs` times without nsys, the hook timing the chosen steps, and merges the runs
+    into RUN/untraced_steps.json. What happened, for run.json's `hook.twin`."""
+    functions = choice.functions if choice.steps_from == "function" else ()
+    steps = hook.Steps(pattern=None if functions else choice.pattern, functions=functions)
+    by_range = not functions and numbered(names, choice.pattern)
+    window = traced_window(names, choice.pattern) if (
+        by_range and capture_range == "cudaProfilerApi") else None
+    dirs = []
+    for k in range(1, runs + 1):
+        directory = run / hook.TWIN_DIR / str(k)
+        note(f"untraced twin {k}/{runs} (no nsys; its output in {directory}/program.log)")
+        rc = hook.run_twin(cmd, directory, steps, dict(os.environ))
+        if rc != 0:
+            note(f"warning: no untraced twin: its run {k} failed with exit code {rc}: "
+                 f"{last_message(directory / 'program.log')} (all of it in "
+                 f"{directory}/program.log)")
+            return {"runs": runs, "written": False, "why": f"run {k} failed with exit code {rc}"}
+        dirs.append(directory)
+    document = hook.merge(dirs, window, "range" if by_range else "order",
+                          last_sequence_only=capture_range == "cudaProfilerApi")
+    if not document["runs"]:
+        why = hook.why_empty(dirs)
+        note(f"warning: no untraced twin: {why}")
+        return {"runs": runs, "written": False, "why": why}
+    if hook.write(run, document) is None:
+        note(f"the program wrote its own {run}/untraced_steps.json: kept, the hook's runs are in "
+             f"{run}/{hook.TWIN_DIR}/")
+        return {"runs": runs, "written": False, "why": "the program wrote its own"}
+    steps_marked = sum(len(r["step"]) for r in document["runs"])
+    note(f"untraced twin: {steps_marked} steps in {len(document['runs'])} runs "
+         f"({runs} runs of the program) -> {run}/untraced_steps.json")
+    return {"runs": runs, "written": True, "window": window}

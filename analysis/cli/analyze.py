@@ -1,0 +1,137 @@
+"""`gapscope analyze` (one capture: text, JSON, CSV, Markdown, figures, timeline) and
+`gapscope ranges` (the range names in a capture, to write --steps)."""
+
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from .. import api
+from ..measures.steps import DEFAULT_STEP_PATTERN
+from ..render import report as report_mod
+from .base import (
+    GapscopeError,
+    db_option,
+    pattern_options,
+    perfetto_option,
+    said,
+    say_step_notes,
+    write,
+)
+from .db import store_runs
+
+
+def write_perfetto(path: Path, runs: list) -> None:
+    """runs: (label, [Analysis], the trace's strings, its blocking calls) each."""
+    from ..render.perfetto import write_chrome_trace
+
+    if not any(a.traced for _, analyses, _, _ in runs for a in analyses):
+        raise GapscopeError("--perfetto: a capture of GPU metrics alone has no timeline to "
+                            "write (profile with --trace=cuda,nvtx)")
+    write(lambda p: write_chrome_trace(p, runs), path)
+    click.echo(f"gapscope: wrote {path} (open it in ui.perfetto.dev or chrome://tracing)",
+               err=True)
+
+
+def timeline(label: str, analyses: list) -> tuple:
+    """What write_perfetto takes of one run."""
+    trace = analyses[0].trace
+    return label, analyses, trace.strings, trace.blocking
+
+
+def device_path(path: Path, device: int) -> Path:
+    return path.with_name(f"{path.stem}-device{device}{path.suffix}")
+
+
+@click.command()
+@click.argument("trace")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "md"]),
+              default="text", show_default=True)
+@click.option("--table", type=click.Choice(report_mod.TABLES), default="steps",
+              show_default=True, help="The table --format csv prints: one row a step, a gap "
+                                      "or a stream (and device).")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Also draw timeline, per-step bars and gap histogram into this PNG.")
+@perfetto_option
+@db_option
+@pattern_options
+def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_pattern, device):
+    """Analyse one TRACE: an nsys .sqlite export (or .sqlite.gz), a torch.profiler trace
+    (.json, .json.gz) or a run directory (capture.sqlite + run.json).
+
+    \b
+    Example:
+        gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
+        gapscope analyze tests/data/runs/static --perfetto static.json   # ui.perfetto.dev
+    """
+    with said():
+        analyses = api.open(trace, step_pattern, check_pattern, device)
+    run = analyses[0].run
+    say_step_notes(run.label, step_pattern, analyses)
+    if fmt == "json":
+        # Written as they are: click.echo would scan every chunk for terminal colour codes.
+        for chunk in report_mod.json_chunks(analyses):
+            sys.stdout.write(chunk)
+    elif fmt == "csv":
+        with said():
+            for chunk in report_mod.csv_chunks(analyses, table):
+                sys.stdout.write(chunk)
+    elif fmt == "md":
+        click.echo(report_mod.to_markdown(run.label, analyses), nl=False)
+    else:
+        click.echo(report_mod.to_text(run.label, analyses, analyses[0].source))
+    if plot:
+        from ..render.plots import plot_analysis
+
+        for a in analyses:
+            path = Path(plot) if len(analyses) == 1 else device_path(Path(plot), a.device)
+            write(lambda p, a=a: plot_analysis(a, run.label, p, run.untraced_ms_per_step()),
+                  path)
+            click.echo(f"gapscope: wrote {path}", err=True)
+    if perfetto:
+        write_perfetto(Path(perfetto), [timeline(run.label, analyses)])
+    if db_path:
+        store_runs(db_path, [(run.label, analyses)])
+
+
+@click.command()
+@click.argument("trace")
+@click.option("--steps", "step_pattern", default=None,
+              help="Mark the ranges this regex takes as steps (default: the run's own from its "
+                   f"run.json, else {DEFAULT_STEP_PATTERN}).")
+@click.option("--shapes", is_flag=True,
+              help="Count names with their numbers as N (`Step N`): one line a kind of range.")
+def ranges(trace, step_pattern, shapes):
+    """Each NVTX (or record_function) range name in TRACE with its count, the most frequent
+    first, `*` beside those the steps pattern takes: what to write for --steps.
+
+    \b
+    Example:
+        gapscope ranges my.sqlite --shapes
+        gapscope ranges my.sqlite --steps '^decode (\\d+)$'
+    """
+    from ..measures.steps import PROFILER_STEP_PATTERN, compile_pattern
+    from ..readers import load_trace
+    from ..readers.runs import resolve_run
+
+    with said():
+        run = resolve_run(trace)
+        names = load_trace(run.trace_path).ranges["name"].astype(str)
+        pattern = api.run_options(run, step_pattern, None, None).step_pattern
+        compiled = compile_pattern(pattern, "--steps")
+    taken = names.map(lambda n: compiled.search(n) is not None)
+    if not taken.any() and pattern == DEFAULT_STEP_PATTERN:  # as find_steps falls back
+        pattern = PROFILER_STEP_PATTERN
+        taken = names.str.contains(pattern, regex=True)
+    keys = names.str.replace(r"\d+", "N", regex=True) if shapes else names
+    # Most frequent first; ties in the order the names first appear (steps in their order).
+    counts = keys.groupby(keys, sort=False).agg(["size"]).assign(
+        taken=taken.groupby(keys, sort=False).sum(),
+        first=pd.Series(range(len(keys))).groupby(keys.to_numpy(), sort=False).min())
+    counts = counts.sort_values(["size", "first"], ascending=[False, True], kind="stable")
+    for name, row in counts.iterrows():
+        mark = "*" if row["taken"] else " "
+        click.echo(f"{row['size']:>8} {mark} {name}")
+    click.echo(f"{len(names)} ranges, {len(counts)} {'kinds of name' if shapes else 'names'}; "
+               f"* the steps pattern '{pattern}' takes {int(taken.sum())} of them")

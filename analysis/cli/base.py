@@ -1,0 +1,174 @@
+"""What every command of the console script shares: one-line errors (exit 2 for bad input),
+the lazily imported commands, the pattern options, and the notes on a loose steps pattern."""
+
+import importlib
+import importlib.util
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from ..errors import TraceError
+from ..measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
+
+
+class GapscopeError(click.ClickException):
+    """Bad input: one line on stderr and exit status 2 (click's default for errors is 1)."""
+
+    exit_code = 2
+
+
+@contextmanager
+def said():
+    """The library's TraceError as the CLI's one line, exit status 2."""
+    try:
+        yield
+    except TraceError as e:
+        raise GapscopeError(str(e)) from None
+
+
+# Commands imported only when used: the analysis needs no harness (doctor), nsys (profile) or
+# study code to run.
+LAZY_COMMANDS = {"doctor": "analysis.capture.doctor:doctor", "study": "analysis.cli.study:study",
+                 "profile": "analysis.cli.profile:profile"}
+# "gapscope" where installed (gapscope.analysis, gapscope.harness), "" in the source tree.
+ROOT = (__package__ or "analysis.cli").rpartition(".")[0].rpartition(".")[0]
+
+
+def qualified(module: str) -> str:
+    """A module of either package by its name in this installation."""
+    return f"{ROOT}.{module}" if ROOT else module
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class OneLineErrors:
+    """Usage errors in one line (click's own take four: usage, a hint, a blank, the error)."""
+
+    def main(self, *args, **kwargs):
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            click.echo(f"gapscope: error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except click.ClickException as e:
+            # click's own show() says "Error: ...": one style for every error instead.
+            click.echo(f"gapscope: error: {e.format_message()}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("gapscope: aborted", err=True)
+            sys.exit(1)
+
+
+class Command(OneLineErrors, click.Command):
+    pass
+
+
+class Group(OneLineErrors, click.Group):
+    # Commands imported when used; only the top-level group has them (not `gapscope db`).
+    lazy: dict = {}
+
+    def list_commands(self, ctx):
+        lazy = [n for n, target in self.lazy.items()
+                if _importable(qualified(target.split(":")[0]))]
+        return sorted([*super().list_commands(ctx), *lazy])
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
+            module = qualified(module)
+            if not _importable(module):
+                return None  # not installed (the analysis alone): no such command
+            try:
+                return getattr(importlib.import_module(module), attr)
+            except ImportError as e:  # installed but broken: say why, not "no such command"
+                raise GapscopeError(f"gapscope {name}: {module} cannot be imported: {e}") from None
+        return super().get_command(ctx, name)
+
+
+class MainGroup(Group):
+    lazy = LAZY_COMMANDS
+
+
+def pattern_options(f):
+    f = click.option("--device", type=int, default=None,
+                     help="Analyse this CUDA device only (default: each that ran step ops).")(f)
+    # None: the pattern run.json recorded (gapscope profile --steps/--check), else the default.
+    f = click.option("--check", "check_pattern", default=None,
+                     help="Regex naming the stop-check NVTX ranges (default: the run's own from "
+                          f"its run.json, else {DEFAULT_CHECK_PATTERN}).")(f)
+    f = click.option("--steps", "step_pattern", default=None,
+                     help="Regex naming the step NVTX ranges; group 1 is the step index "
+                          f"(default: the run's own from its run.json, else "
+                          f"{DEFAULT_STEP_PATTERN}, and steps inferred from the trace where no "
+                          "range matches); `--steps infer`: infer them whatever ranges the "
+                          "trace has.")(f)
+    return f
+
+
+def db_option(f):
+    return click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+                        help="Also add the runs to this results database (SQLite; made if "
+                             "missing; a run added again is replaced).")(f)
+
+
+def perfetto_option(f):
+    return click.option(
+        "--perfetto", type=click.Path(dir_okay=False), default=None,
+        help="Also write the analysed timeline to this Chrome trace JSON (ops by stream, steps, "
+             "every gap by cause, blocking calls): open it in ui.perfetto.dev or "
+             "chrome://tracing.")(f)
+
+
+def step_notes(pattern: str, steps) -> list:
+    """What a steps pattern did that its user may not have meant, one line each: steps numbered
+    by position (no group), or ranges of several kinds of name taken as steps (too loose)."""
+    notes = []
+    if re.compile(pattern).groups == 0:
+        notes.append(f"the steps pattern '{pattern}' has no group, so the steps are numbered 0 "
+                     f"to {len(steps) - 1} in the order they start; a group such as "
+                     r"'^Step (\d+)$' takes the numbers in their names")
+    shapes = name_shapes(steps["name"])
+    if len(shapes) > 1:
+        kinds = ", ".join(f"'{shape}' ×{count}" for shape, count in shapes.head(3).items())
+        notes.append(f"the steps pattern '{pattern}' took {len(steps)} ranges of {len(shapes)} "
+                     f"kinds of name as steps ({kinds}{', ...' if len(shapes) > 3 else ''}); "
+                     "anchor it to the step ranges' names, e.g. " r"'^Step (\d+)$'")
+    return notes
+
+
+def say_step_notes(label: str, step_pattern: str | None, analyses: list) -> None:
+    """The notes on the steps pattern the run was analysed with (`step_pattern`: the one given,
+    else run.json's, else the default)."""
+    from ..api import run_options
+
+    pattern = run_options(analyses[0].run, step_pattern, None, None).step_pattern
+    for note in step_notes(pattern, analyses[0].steps):
+        click.echo(f"gapscope: note: {label}: {note}", err=True)
+
+
+def write(draw, path: Path) -> None:
+    """draw(path), an unwritable path said in one line."""
+    try:
+        draw(path)
+    except OSError as e:
+        raise GapscopeError(f"{path}: cannot write ({e.strerror or e})") from None
+
+
+def split_pattern(arg: str) -> tuple:
+    """(path, its own steps pattern or None) of TRACE or TRACE:REGEX: the path is the longest
+    part before a colon that exists (a regex may hold colons too; so may a path)."""
+    if Path(arg).exists() or ":" not in arg:
+        return arg, None
+    cuts = [i for i, c in enumerate(arg) if c == ":"]
+    for i in reversed(cuts):
+        if Path(arg[:i]).exists():
+            return arg[:i], arg[i + 1:]
+    return arg, None

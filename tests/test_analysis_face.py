@@ -1,0 +1,89 @@
+"""The library face (analysis.open, compare, Database, one Analysis type): docs/ANALYSIS.md's
+notebook block run as it is, its numbers checked; and the module table against the files."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+import analysis
+from analysis.errors import TraceError
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "ANALYSIS.md"
+
+
+def notebook_block() -> str:
+    text = DOC.read_text()
+    section = text.split("## In a notebook", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return block
+
+
+def test_the_notebook_example_runs_and_gives_the_traces_numbers(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    seen = {}
+    exec(compile(notebook_block(), str(DOC), "exec"), seen)
+    a = seen["a"]
+    # The reference trace's figures (tests/test_analysis_api.py, METRICS.md).
+    assert (a.kind, a.device, a.label) == ("trace", 0, "h200-eager-static-bs16")
+    assert seen["bubble_us"] == 189.086
+    assert seen["steps"]["step"].tolist() == list(range(31, 51))
+    assert seen["by_cause"].to_dict() == {"sync": 3578243, "host": 147906023, "queued": 5296569}
+    assert seen["longest"]["gap_ns"].iloc[0] == a.gaps["gap_ns"].max()
+    assert len(seen["syncs"]) == 1
+    assert seen["periods_ms"].to_dict() == {"static": 8.191, "graphed": 1.434}
+    assert seen["text"].splitlines()[0].split() == ["static", "graphed"]
+    assert seen["stored"].to_dict("list") == {"label": ["static", "graphed"], "steps": [20, 20],
+                                               "bubble_ns_median": [57792, 6624]}
+    again = seen["again"]
+    assert [x.kind for x in again.analyses] == ["stored", "stored"]
+    assert again.table["period_ns_median"].tolist() == [8190547.5, 1434111.5]
+    assert again.to_text() == seen["c"].to_text()
+
+
+def test_the_face_is_in_dir_and_all():
+    names = {"Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare",
+             "open"}
+    assert set(analysis.__all__) == names and names <= set(dir(analysis))
+    assert analysis.analyze_trace.__doc__ and analysis.open.__doc__
+
+
+def test_a_metrics_only_capture_is_an_analysis_with_its_absent_parts_none(tmp_path):
+    from synth import metrics_only_trace
+
+    (a,) = analysis.open(metrics_only_trace().write(tmp_path / "m.sqlite"))
+    assert (a.kind, a.traced, a.gaps, a.streams, a.syncs) == ("metrics", False, None, None, None)
+    with pytest.raises(TraceError, match="GPU metrics only, no CUDA trace"):
+        analysis.open(tmp_path / "m.sqlite", metrics_only=False)
+
+
+def test_compare_opens_paths_and_refuses_nothing():
+    c = analysis.compare([ROOT / "tests" / "data" / "runs" / "graphed",
+                          ROOT / "tests" / "data" / "runs" / "static"])
+    assert c.table["label"].tolist() == ["graphed", "static"]
+    assert c.between_runs is None and c.hardware is None and c.order_flips == []
+    with pytest.raises(TraceError, match="no runs to compare"):
+        analysis.compare([])
+
+
+def test_a_missing_database_opened_read_only_is_one_line(tmp_path):
+    with pytest.raises(TraceError, match=r"no such database$"):
+        analysis.Database(tmp_path / "none.db", read_only=True)
+
+
+def table_modules() -> set:
+    section = DOC.read_text().split("## Modules", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {m for row in rows for m in re.findall(r"`([\w/]+\.py)`", row.split(" | ")[0])}
+
+
+def test_the_module_table_names_every_module_and_only_modules_that_exist():
+    named = table_modules()
+    on_disk = {p.relative_to(ROOT / "analysis").as_posix()
+               for p in (ROOT / "analysis").rglob("*.py")}
+    # A sub-package's __init__.py is its docstring (readers' holds load_trace and is named).
+    packages = {p for p in on_disk if p.endswith("/__init__.py")} - {"readers/__init__.py",
+                                                                      "cli/__init__.py"}
+    assert named - on_disk == set()
+    assert on_disk - packages - named == set()
