@@ -68,7 +68,9 @@ class PeerError(Exception):
 
 def parse(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="peer_gptfast.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpt-fast", type=Path, required=True, help="a gpt-fast checkout")
+    p.add_argument("--gpt-fast", type=Path, default=None, help="a gpt-fast checkout")
+    p.add_argument("--table", type=Path, default=None, metavar="JSON",
+                   help="print the table of an earlier run's --json file again, and stop")
     p.add_argument("--batches", default="1,8")
     p.add_argument("--variants", default="graphed,fused", help="our rungs")
     p.add_argument("--processes", type=int, default=3)
@@ -205,6 +207,19 @@ def write_json(path: Path, report: dict) -> None:
 def progress(t0: float, text: str) -> None:
     sys.stderr.write(f"peer [{time.monotonic() - t0:4.0f} s] {text}\n")
     sys.stderr.flush()
+
+
+def read_report(path: Path) -> dict:
+    """An earlier run's --json file, whole (a run cut short says so: partial)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise PeerError(f"--table {path}: not a peer_gptfast JSON file ({e})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
+        raise PeerError(f"--table {path}: no rows (not a peer_gptfast --json file)")
+    if report.get("partial"):
+        sys.stderr.write(f"peer_gptfast: {path} is partial: the run was cut short\n")
+    return report
 
 
 def table(report: dict) -> str:
@@ -375,6 +390,11 @@ def main(argv=None) -> int:
             worker = gpt_fast_worker if args.worker == GPT_FAST else ours_worker
             print(json.dumps(worker(args)))
             return 0
+        if args.table is not None:
+            print(table(read_report(args.table)))
+            return 0
+        if args.gpt_fast is None:
+            raise PeerError("--gpt-fast DIR is required (a gpt-fast checkout), or --table JSON")
         check(args)
         report = compare(args)
     except PeerError as e:

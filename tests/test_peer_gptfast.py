@@ -107,3 +107,35 @@ def test_a_run_cut_short_keeps_what_it_measured(tmp_path, monkeypatch):
     assert report["partial"] is True
     assert [(r["side"], r["ms_per_token"], r["speedup_vs_gpt_fast"]) for r in report["rows"]] == [
         ("gpt-fast", [0.5, 0.5], 1.0), ("fused", [0.25], 2.0)]
+
+
+PEER_RUN = Path(__file__).resolve().parent.parent / "docs" / "llama-peer-20261201"
+
+
+def test_the_committed_peer_table_prints_again_and_is_what_variants_md_quotes(capsys):
+    """`--table` on the H200 run's JSON prints its rows again; VARIANTS.md's table quotes them."""
+    assert peer.main(["--table", str(PEER_RUN / "peer.json")]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:8]]
+    assert rows == [
+        ["1", "gpt-fast", "3", "0.443", "0.442-0.455", "[0.442,", "0.455]", "14.8", "1.00x", "-"],
+        ["1", "graphed", "3", "0.594", "0.593-0.594", "[0.593,", "0.594]", "11.0", "0.75x", "0.96"],
+        ["1", "fused", "3", "0.352", "0.351-0.352", "[0.351,", "0.352]", "18.5", "1.26x", "0.73"],
+        ["8", "gpt-fast", "3", "0.613", "0.607-0.615", "[0.607,", "0.615]", "11.9", "1.00x", "-"],
+        ["8", "graphed", "3", "0.685", "0.685-0.685", "[0.685,", "0.685]", "10.7", "0.89x", "0.96"],
+        ["8", "fused", "3", "0.377", "0.377-0.377", "[0.377,", "0.377]", "18.2", "1.63x", "0.73"],
+    ]
+    variants = (PEER_RUN.parent / "VARIANTS.md").read_text()
+    by = {(r[0], r[1]): r for r in rows}
+    for batch in ("1", "8"):
+        gf, fu, gr = by[batch, "gpt-fast"], by[batch, "fused"], by[batch, "graphed"]
+        line = (f"| {batch} | {gf[3]} ({gf[4]}) | {fu[3]} ({fu[4]}) | {gr[3]} ({gr[4]}) | "
+                f"{fu[8]} | {gr[8]} |")
+        assert line in variants
+
+
+def test_table_of_a_file_that_is_not_a_peer_run_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"a": 1}')
+    assert peer.main(["--table", str(bad)]) == 2
+    assert capsys.readouterr().err == (
+        f"peer_gptfast: error: --table {bad}: no rows (not a peer_gptfast --json file)\n")

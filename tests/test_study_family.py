@@ -60,11 +60,14 @@ def test_the_family_part_of_the_real_llama_run(tmp_path):
             "keys and values), random weights; fp32 with matmul precision \"high\", 100 new "
             "tokens, 3 repeats." in " ".join(text.split()))
     # Untraced: the ladder's process at batch 32, pipelined+compile from its capture's bench.
-    assert [3.555, 3.54, 3.59, 4.16, "yes", 4.821, 4.5, 5.8, 2.83, "yes"] in golden.starts(
+    assert [3.233, 3.17, 3.26, 2.87, "yes", 3.594, 3.55, 3.66, 2.72, "yes"] in golden.starts(
         text, "compiled", 10)
+    # Our own step's rungs on the family, in the same processes.
+    assert [0.469, 0.47, 0.47, 19.79, "yes", 0.636, 0.64, 0.64, 15.39, "yes"] in golden.starts(
+        text, "fused", 10)
     # † marks a figure from the capture's own bench.
     (untraced,) = [r for r in golden.table_rows(text, "pipelined+compile") if "†" in r[0]]
-    assert golden.values(untraced)[:6] == [5.013, 4.87, 5.05, 2.95, "yes", 4.463]
+    assert golden.values(untraced)[:6] == [5.013, 4.87, 5.05, 1.85, "yes", 4.463]
     assert "†" in untraced[4]
     # Captured, against the untraced bench and twin of each capture.
     assert ("| compiled | 32 | 9.383 | 6.449 | 13.3% | 310 | 308 | 843.0 | 95.3 | 9% / 87% / 4% "
@@ -74,8 +77,15 @@ def test_the_family_part_of_the_real_llama_run(tmp_path):
     # The sentences quote those rows: pipelined+compile's own process against compiled's two.
     flat = " ".join(text.split())
     assert ("`pipelined+compile` ran 5.013 ms/step in a process of its own against "
-            "`compiled`'s 3.555 and 3.678 in 2 other processes: slower than both") in flat
-    assert "nsys adds +40% to +123% to each captured step" in flat
+            "`compiled`'s 3.233 and 3.678 in 2 other processes: slower than both") in flat
+    assert "nsys adds +6% to +123% to each captured step" in flat
+    # graphed-sync captured graph by graph, beside its twin; the sync bubble's sentence.
+    assert ("| graphed-sync | 1 | 0.684 | 0.638 | 91.8% | 2 | – | 48.7 | 29.3 | 90% / 0% / 10% "
+            "| 7.4% |" in text)
+    assert ("ran 0.645 against 0.632 ms/step at batch 1: 12.9 µs a step, 2.0% of `graphed`'s "
+            "step; 0.912 against 0.898 ms/step at batch 32: 14.4 µs a step, 1.6% of `graphed`'s "
+            "step. `graphed-sync`'s median bubble between steps in its captures: 48.7 µs traced "
+            "(graph by graph) against 29.3 µs in its untraced twin at batch 1") in flat
     assert "![family ladder](figures/family-ladder.png)" in text
     assert (tmp_path / "figures" / "family-ladder.png").stat().st_size > 10_000
     again = CliRunner().invoke(main, [str(LLAMA), "-o", str(tmp_path), "--part", "family"])
