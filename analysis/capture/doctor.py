@@ -8,16 +8,27 @@ tests), so doctor works pip-installed, without the scripts/ folder, from any dir
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import click
 
 from . import nsys as capture
+
+# The probe captures are doctor_probes.py's; their names import from here as before.
+from .doctor_probes import (  # noqa: F401
+    CAPTURE_TIMEOUT_S,
+    DENIED,
+    KERNEL_COUNT_SQL,
+    METRICS_COUNT_SQL,
+    METRICS_PROBE,
+    METRICS_PROBE_HZ,
+    PERMISSION_FIX,
+    PROBE,
+    check_capture,
+    metrics_capture,
+)
 
 NVTX_CAPTURE_ENV, NsysError = capture.NVTX_CAPTURE_ENV, capture.NsysError
 capture_flags, metrics_flags = capture.capture_flags, capture.metrics_flags
@@ -26,43 +37,7 @@ find_nsys, require_version = capture.find_nsys, capture.require_version
 
 MIN_FREE_BYTES = 1 << 30  # a capture with profile.sh's flags is a few MB; a careless one is 2 GB
 WARN_FREE_BYTES = 5 << 30
-CAPTURE_TIMEOUT_S = 300
-
-# A second of matmuls inside cudaProfilerStart/Stop: the smallest capture shaped like the harness'.
-PROBE = """
-import torch
-x = torch.randn(1024, 1024, device="cuda")
-torch.cuda.synchronize()
-torch.cuda.profiler.start()
-for _ in range(50):
-    x = torch.tanh(x @ x)
-torch.cuda.synchronize()
-torch.cuda.profiler.stop()
-"""
-# The metrics capture's window is an NVTX range (analysis.capture.nsys.metrics_flags), as the harness
-# opens around its window's steps.
-METRICS_PROBE = """
-import nvtx
-import torch
-x = torch.randn(1024, 1024, device="cuda")
-torch.cuda.synchronize()
-nvtx.push_range("gapscope window")
-for _ in range(50):
-    x = torch.tanh(x @ x)
-torch.cuda.synchronize()
-nvtx.pop_range()
-"""
-KERNEL_COUNT_SQL = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"
-METRICS_COUNT_SQL = "SELECT count(*) FROM GPU_METRICS"
-METRICS_PROBE_HZ = "10000"
-# What nsys and the driver say when the GPU's performance counters are for admin users only.
-DENIED = re.compile(r"privilege|ERR_NVGPUCTRPERM|RestrictProfilingToAdminUsers|permission", re.I)
 METRICS_DEVICE = re.compile(r"^\s*(\d+):\s*(.+?)\s*$")
-PERMISSION_FIX = (
-    "let every user read the GPU counters: `options nvidia NVreg_RestrictProfilingToAdminUsers=0` "
-    "in /etc/modprobe.d/, then reload the driver or reboot (or profile as root); "
-    "https://developer.nvidia.com/ERR_NVGPUCTRPERM"
-)
 
 
 def check_torch() -> dict:
@@ -103,81 +78,6 @@ def check_nsys() -> dict:
     return check("OK", "nsys", nsys.note.removeprefix("using "), path=nsys.path)
 
 
-def check_capture(nsys: str | None, gpu_ok: bool) -> dict:
-    if nsys is None or not gpu_ok:
-        return check(
-            "FAIL",
-            "capture",
-            "not tried: it needs the GPU, torch and nsys above",
-            "fix the lines above first",
-        )
-    flags = capture_flags("cuda,nvtx")
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
-        out = Path(tmp) / "probe"
-        profile = [nsys, "profile", *flags, "-o", str(out), sys.executable, "-c", PROBE]
-        try:
-            ran = subprocess.run(profile, capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return check(
-                "FAIL",
-                "capture",
-                f"nsys profile took over {CAPTURE_TIMEOUT_S} s",
-                "run the printed flags by hand: `nsys profile --sample=none "
-                "--cpuctxsw=none` on a short CUDA program",
-            )
-        said = (ran.stdout + ran.stderr).strip().splitlines()[-1:] or ["no output"]
-        rep, qdstrm, db = (out.with_suffix(s) for s in (".nsys-rep", ".qdstrm", ".sqlite"))
-        if not rep.exists() and qdstrm.exists():
-            return check(
-                "FAIL",
-                "capture",
-                "nsys captured a .qdstrm but could not import it",
-                "its importer (QdstrmImporter) is missing or lacks a library "
-                "(e.g. libdw.so.1): install the full Nsight Systems",
-            )
-        if not rep.exists():
-            return check(
-                "FAIL",
-                "capture",
-                f"nsys wrote no capture (exit {ran.returncode}): {said[0]}",
-                "run `nsys profile` by hand on a CUDA program to see why",
-            )
-        try:
-            exported = subprocess.run(
-                [nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
-                capture_output=True,
-                text=True,
-                timeout=CAPTURE_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return check("FAIL", "capture", f"nsys export took over {CAPTURE_TIMEOUT_S} s",
-                         "run `nsys export --type sqlite` by hand on a short capture")
-        if exported.returncode != 0 or not db.exists():
-            return check(
-                "FAIL",
-                "capture",
-                f"nsys export to SQLite failed (exit {exported.returncode})",
-                "use an nsys whose export works (see above)",
-            )
-        with sqlite3.connect(db) as con:
-            try:
-                kernels = con.execute(KERNEL_COUNT_SQL).fetchone()[0]
-            except sqlite3.OperationalError:
-                kernels = 0
-    seconds = time.monotonic() - t0
-    if kernels == 0:
-        return check(
-            "FAIL",
-            "capture",
-            "the SQLite export holds no CUDA kernel",
-            "try `nsys profile --trace=cuda` on a CUDA program by hand",
-        )
-    return check(
-        "OK", "capture", f"captured, imported and exported {kernels} kernels in {seconds:.0f} s"
-    )
-
-
 def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
     """Can `profile.sh --metrics` sample GPU metrics? A WARN, never a FAIL: the CUDA capture
     does not need them."""
@@ -202,40 +102,10 @@ def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
     if not (capture and gpu_ok):
         return check("OK", "metrics", f"nsys can sample GPU metrics on GPU {', '.join(devices)}")
     try:
-        return _metrics_capture(nsys)
+        return metrics_capture(nsys)
     except subprocess.TimeoutExpired as e:
         return check("WARN", "metrics", f"`nsys {e.cmd[1]}` of the metrics probe took over "
                      f"{CAPTURE_TIMEOUT_S} s", "run `profile.sh --metrics` by hand to see why")
-
-
-def _metrics_capture(nsys: str) -> dict:
-    """A second of the probe under `profile.sh --metrics`' flags: were samples written?"""
-    flags = metrics_flags("0", METRICS_PROBE_HZ)
-    with tempfile.TemporaryDirectory(prefix="gapscope-doctor-") as tmp:
-        out = Path(tmp) / "metrics"
-        ran = subprocess.run([nsys, "profile", *flags, "-o", str(out), sys.executable, "-c",
-                              METRICS_PROBE], capture_output=True, text=True,
-                             timeout=CAPTURE_TIMEOUT_S, env=os.environ | NVTX_CAPTURE_ENV)
-        said = (ran.stdout + ran.stderr).strip()
-        rep, db = out.with_suffix(".nsys-rep"), out.with_suffix(".sqlite")
-        if rep.exists():
-            subprocess.run([nsys, "export", "--type", "sqlite", "-o", str(db), str(rep)],
-                           capture_output=True, text=True, timeout=CAPTURE_TIMEOUT_S)
-        samples = 0
-        if db.exists():
-            with sqlite3.connect(db) as con:
-                try:
-                    samples = con.execute(METRICS_COUNT_SQL).fetchone()[0]
-                except sqlite3.OperationalError:
-                    samples = 0
-    if samples:
-        return check("OK", "metrics", f"sampled {samples} GPU metric values on GPU 0 in a probe")
-    if DENIED.search(said):
-        return check("WARN", "metrics", "the probe sampled no GPU metrics: insufficient "
-                     "privilege", PERMISSION_FIX)
-    last = said.splitlines()[-1:] or ["no output"]
-    return check("WARN", "metrics", f"the probe sampled no GPU metrics: {last[0]}",
-                 f"{PERMISSION_FIX}; or another profiler holds the counters")
 
 
 def check_perf() -> dict:
