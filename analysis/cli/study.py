@@ -1,4 +1,5 @@
-"""`gapscope study`: RESULTS.md and its plots from a study directory (analysis.study.results)."""
+"""`gapscope study`: RESULTS.md and its plots from a study directory (analysis.study.results; one
+part: analysis.study.parts)."""
 
 import json
 from pathlib import Path
@@ -6,7 +7,8 @@ from pathlib import Path
 import click
 
 from ..errors import TraceError
-from ..study.results import PART_HELP, PARTS, StudyError, write_part, write_results
+from ..study.parts import PART_HELP, PARTS, StudyError, write_part
+from ..study.results import write_results
 from .base import Command, GapscopeError
 from .db import store_runs
 

@@ -235,7 +235,7 @@ How each comparison was made:
 
 
 def sources_table() -> str:
-    from ..study.results import PART_HELP
+    from ..study.parts import PART_HELP
 
     return frame_md_table(pd.DataFrame([
         {"part": p, "made from": f"`{d}`" if d != "." else "the repository (every directory "
@@ -245,7 +245,7 @@ def sources_table() -> str:
 
 
 def results_text(root: Path, fig: Path | None) -> str:
-    from ..study.results import part_block, part_sections
+    from ..study.parts import part_block, part_sections
 
     blocks = [HEADER, sources_table()]
     for part, source in SOURCES.items():

@@ -25,7 +25,21 @@ from ..study.benches import (
     processes_tables,
 )
 from ..study.captures import capture_rows
-from ..study.family import family_sections
+
+# One part at a time is parts.py's; its names import from here as before.
+from ..study.parts import (  # noqa: F401
+    PART_END,
+    PART_HELP,
+    PART_START,
+    PARTS,
+    StudyError,
+    part_block,
+    part_body,
+    part_sections,
+    part_start,
+    put_part,
+    write_part,
+)
 from ..study.plots import plot_idle, plot_kernels
 from ..sweep import run_dirs
 
@@ -145,96 +159,6 @@ def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
               "DIR`; `events on`: the untraced run with the twin's two CUDA events a step)",
               overhead_table(sweep_dir).strip()]
     return parts
-
-
-class StudyError(Exception):
-    """Nothing to make the results from: one line, said as it is (not "cannot make the
-    results")."""
-
-
-def part_start(name: str) -> str:
-    return f"<!-- part: {name} -->"
-
-
-PART_START, PART_END = part_start("observer"), "<!-- /part -->"
-# The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
-# from the repository root: every directory study_publish.SOURCES names).
-PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "overview")
-PART_HELP = {
-    "ladder": "a study's bench-*.json (no captures needed)",
-    "captures": "a directory of run directories (tests/data/runs)",
-    "observer": "a scripts/overhead.sh directory (or STUDY/observer)",
-    "hardware": "a scripts/hardware-view.sh directory (its runs/)",
-    "aa": "harness bench --processes A/A reports (aa-*.json)",
-    "family": "bench-ladder-b<B>.json and capture/ of another model family",
-    "overview": "the repository root: every capture of the published directories",
-}
-
-
-def part_sections(part: str, study: Path, fig: Path | None) -> list:
-    """One part's Markdown blocks (empty when STUDY has nothing for it); its figures into
-    `fig` when given."""
-    from ..study.aa import aa_sections
-    from ..study.hardware import hardware_sections
-    from ..study.ladder import ladder_sections
-    from ..study.runs import captures_sections
-
-    if part == "observer":
-        return observer_sections(study / "observer" if (study / "observer").is_dir()
-                                 else study, fig)
-    if part == "overview":
-        from ..study.publish import overview_sections
-
-        return overview_sections(study, fig)
-    return {"ladder": ladder_sections, "captures": captures_sections,
-            "hardware": hardware_sections, "aa": lambda s, _: aa_sections(s),
-            "family": lambda s, f: family_sections(s, f)}[part](study, fig)
-
-
-def part_body(part: str, study: Path, out: Path | None) -> list:
-    fig = None
-    if out is not None:
-        fig = out / "figures"
-        fig.mkdir(parents=True, exist_ok=True)
-    body = part_sections(part, study, fig)
-    if not body:
-        raise StudyError(f"{study}: nothing for part {part} here: it needs "
-                         f"{PART_HELP[part]}")
-    return body
-
-
-def part_block(part: str, body: list) -> str:
-    from ..study.text import wrap
-
-    return "\n\n".join([part_start(part), *map(wrap, body), PART_END])
-
-
-def put_part(text: str, part: str, block: str) -> str:
-    """`text` with the part's block replaced, or put before the first later part present (the
-    PARTS order), or at the end."""
-    start = part_start(part)
-    if start in text and PART_END in text.split(start, 1)[1]:
-        head, rest = text.split(start, 1)
-        return head + block + rest.split(PART_END, 1)[1]
-    later = [part_start(p) for p in PARTS[PARTS.index(part) + 1:] if part_start(p) in text] \
-        if part in PARTS else []
-    if later:
-        head, rest = text.split(later[0], 1)
-        return head + block + "\n\n" + later[0] + rest
-    if "\n## 1. " in text:
-        head, rest = text.split("\n## 1. ", 1)
-        return head + "\n" + block + "\n\n## 1. " + rest
-    return text.rstrip("\n") + ("\n\n" if text.strip() else "") + block + "\n"
-
-
-def write_part(study: Path, out: Path, part: str = "observer") -> Path:
-    """One part alone, put into OUT/RESULTS.md between its markers (`<!-- part: NAME -->`),
-    the rest of the file left as it is."""
-    body = part_body(part, study, out)
-    path = out / "RESULTS.md"
-    text = path.read_text() if path.is_file() else ""
-    path.write_text(put_part(text, part, part_block(part, body)))
-    return path
 
 
 def write_results(study: Path, out: Path, notes: Path | None) -> tuple:
