@@ -46,7 +46,7 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
         return observer_sections(study / "observer" if (study / "observer").is_dir()
                                  else study, fig)
     if part == "overview":
-        from ..study.publish import overview_sections
+        from ..study.overview import overview_sections
 
         return overview_sections(study, fig)
     return {"ladder": ladder_sections, "captures": captures_sections,
