@@ -1,6 +1,6 @@
 """HTA's idle-time breakdown and gapscope's idle by cause on one torch.profiler trace, side by side.
 
-    python scripts/hta_compare.py TRACE.json[.gz] [--delay-us 30] [--steps REGEX] [--json OUT]
+    python -m scripts.hta_compare TRACE.json[.gz] [--delay-us 30] [--steps REGEX] [--json OUT]
 
 Needs HolisticTraceAnalysis (`pip install holistictraceanalysis`, or `pip install -e .[compare]`);
 the analysis never imports it. Three tables (docs/ANALYSIS.md, "gapscope and HTA"):
@@ -20,13 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from analysis.errors import TraceError  # noqa: E402
-from analysis.readers import load_trace  # noqa: E402
-from analysis.measures.steps import DEFAULT_STEP_PATTERN  # noqa: E402
-from analysis.measures.summary import Options, analyze  # noqa: E402
+from analysis.errors import TraceError
+from analysis.measures.steps import DEFAULT_STEP_PATTERN
+from analysis.measures.summary import Options, analyze
+from analysis.readers import load_trace
 
 HTA_CATEGORIES = ("host_wait", "kernel_wait", "other")
 HTA_DEFAULT_DELAY_US = 30  # TraceAnalysis.get_idle_time_breakdown's consecutive_kernel_delay

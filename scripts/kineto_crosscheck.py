@@ -1,7 +1,7 @@
 """The nsys capture and the torch.profiler twin of one run, step by step (issue 13's cross-check).
 
-    python scripts/kineto_crosscheck.py RUN_DIR            # RUN/capture.sqlite, RUN/kineto.json.gz
-    python scripts/kineto_crosscheck.py NSYS.sqlite KINETO.json.gz [--busy-tolerance 0.05]
+    python -m scripts.kineto_crosscheck RUN_DIR            # RUN/capture.sqlite, RUN/kineto.json.gz
+    python -m scripts.kineto_crosscheck NSYS.sqlite KINETO.json.gz [--busy-tolerance 0.05]
 
 Prints, per step present in both, ops and op records (equal when both saw the same launches),
 busy time and its ratio (the GPU's own work: within the tolerance), and the idle by cause of each.
@@ -13,13 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from analysis.errors import TraceError  # noqa: E402
-from analysis.readers import load_trace  # noqa: E402
-from analysis.readers.runs import KINETO_NAMES, TRACE_NAME  # noqa: E402
-from analysis.measures.summary import analyze  # noqa: E402
+from analysis.errors import TraceError
+from analysis.measures.summary import analyze
+from analysis.readers import load_trace
+from analysis.readers.runs import KINETO_NAMES, TRACE_NAME
 
 
 def pair(args: list) -> tuple:

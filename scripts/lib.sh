@@ -4,12 +4,8 @@
 
 PY=${GAPSCOPE_PYTHON:-python3}
 
-# Older nsys releases were not checked against these flags and this SQLite schema; 2024.2 (Debian's)
-# has every flag profile.sh passes. GAPSCOPE_NSYS_MIN lowers the bar at your own risk.
-NSYS_MIN_VERSION=${GAPSCOPE_NSYS_MIN:-2024.2}
-
-# Where Nsight Systems lands when it is not on PATH; the last is the full copy Nsight Compute ships.
-NSYS_PLACES=${GAPSCOPE_NSYS_PLACES:-"/opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"}
+# The checkout these scripts belong to: its analysis answers every question about nsys.
+GAPSCOPE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 note() { printf 'gapscope: %s\n' "$*" >&2; }
 
@@ -20,52 +16,19 @@ die() {  # CODE MESSAGE...: the one error style of every gapscope command
   exit "$code"
 }
 
-nsys_version() {  # NSYS: prints e.g. 2025.3.2.0 from "NVIDIA Nsight Systems version 2025.3.2.0-253..."
-  local out
-  out=$("$1" --version 2>/dev/null) || return 1
-  grep -oE '[0-9]{4}\.[0-9]+(\.[0-9]+)*' <<<"$out" | head -n 1 | grep . || return 1
+# Finding nsys, its version and the capture flags are defined once, in analysis/capture/nsys.py
+# (`gapscope profile` and `gapscope doctor` use the same code); it says on stderr which nsys and
+# why, and fails with one `gapscope: error:` line and exit 2, as die does.
+# GAPSCOPE_NSYS_PLACES (where to look besides PATH) and GAPSCOPE_NSYS_MIN (the oldest nsys taken,
+# 2024.2 by default) reach it through the environment.
+capture_nsys() {  # COMMAND ARGS...: python -m analysis.capture.nsys, from this checkout
+  PYTHONPATH="$GAPSCOPE_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m analysis.capture.nsys "$@"
 }
-
-version_ge() {  # A B: true when version A >= version B
-  [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
-}
-
-find_nsys() {  # prints the nsys to use; says on stderr which one and why
-  if [ -n "${NSYS:-}" ]; then
-    [ -x "$NSYS" ] || die 2 "NSYS=$NSYS is not an executable file: unset NSYS or point it at nsys"
-    note "using nsys $(nsys_version "$NSYS" || echo '(version unknown)') at $NSYS (from \$NSYS)"
-    printf '%s\n' "$NSYS"
-    return 0
-  fi
-  local candidates=() place best="" best_version="" version found=0 seen=" "
-  mapfile -t candidates < <(type -ap nsys)
-  # Unquoted on purpose: each place is a glob.
-  for place in $NSYS_PLACES; do
-    if [ -x "$place" ]; then candidates+=("$place"); fi
-  done
-  # Newest wins; on a tie the earlier place (PATH before install places) is kept.
-  for place in "${candidates[@]}"; do
-    # /usr/local/cuda is often a link to /usr/local/cuda-X.Y: count one nsys once.
-    [[ $seen != *" $(readlink -f "$place") "* ]] || continue
-    seen+="$(readlink -f "$place") "
-    version=$(nsys_version "$place") || { note "skipping $place: \`nsys --version\` failed"; continue; }
-    found=$((found + 1))
-    if [ -z "$best" ] || ! version_ge "$best_version" "$version"; then
-      best=$place
-      best_version=$version
-    fi
-  done
-  [ -n "$best" ] || die 2 "no nsys found (looked at \$NSYS, PATH, $NSYS_PLACES): install Nsight Systems or set NSYS=/path/to/nsys"
-  note "using nsys $best_version at $best (newest of $found found)"
-  printf '%s\n' "$best"
-}
-
-require_nsys_version() {  # NSYS
-  local version
-  version=$(nsys_version "$1") || die 2 "$1 --version failed: reinstall Nsight Systems or set NSYS to a working nsys"
-  version_ge "$version" "$NSYS_MIN_VERSION" ||
-    die 2 "nsys $version at $1 is too old (gapscope needs $NSYS_MIN_VERSION or newer to capture and export SQLite): install a newer Nsight Systems or set NSYS"
-}
+nsys_version() { capture_nsys version "$1"; }  # NSYS: e.g. 2025.3.2.0; fails when it says none
+find_nsys() { capture_nsys find; }             # prints the nsys to use: $NSYS, else the newest
+require_nsys_version() { capture_nsys require "$1"; }  # NSYS: dies unless it is new enough
+capture_flags() { capture_nsys capture-flags "$@"; }   # TRACE [GRAPH_TRACE [FUNCTIONS_JSON]]
+metrics_flags() { capture_nsys metrics-flags "$@"; }   # DEVICE HZ: NVTX and GPU metrics only
 
 wants_cpu() {  # HARNESS_OPTIONS...: true when they ask for --device cpu
   local prev=""
@@ -105,26 +68,6 @@ new_run_dir() {  # BASE NAME: creates BASE/NAME, or NAME-2, NAME-3... if taken; 
     dir="$base/$name-$n"
   done
   printf '%s\n' "$dir"
-}
-
-capture_flags() {  # TRACE [GRAPH_TRACE [FUNCTIONS_JSON]]: the nsys profile flags every capture
-  # uses (profile.sh and doctor). The harness opens and closes the window with
-  # cudaProfilerStart/Stop; without --capture-range-end=stop nsys ends the program when the range
-  # closes (exit 143). FUNCTIONS_JSON: nsys's Python function trace, an NVTX range around each
-  # call of the functions it names (gapscope profile --step-function).
-  printf '%s\n' --capture-range=cudaProfilerApi --capture-range-end=stop "--trace=$1" \
-    --sample=none --cpuctxsw=none "--cuda-graph-trace=${2:-node}" --force-overwrite=false
-  [ -z "${3:-}" ] || printf '%s\n' "--python-functions-trace=$3"
-}
-
-metrics_flags() {  # DEVICE HZ: the flags of a GPU-metrics capture: NVTX and sampled metrics, no CUDA trace
-  # The sampler reads the GPU's counters on its own clock: no CUPTI callbacks, no per-launch cost.
-  # The window is the harness' NVTX range `gapscope window`, not cudaProfilerStart/Stop: a
-  # cudaProfilerApi capture range makes nsys turn CUDA tracing on (seen with nsys 2025.3 on the
-  # H200: "CUDA tracing is required for cudaProfilerStart/Stop API support").
-  printf '%s\n' --capture-range=nvtx "--nvtx-capture=gapscope window" --capture-range-end=stop \
-    --trace=nvtx --sample=none --cpuctxsw=none --force-overwrite=false \
-    "--gpu-metrics-devices=$1" "--gpu-metrics-frequency=$2"
 }
 
 json_merge() {  # FILE KEY JSON: sets FILE's top-level KEY to the JSON value, in place

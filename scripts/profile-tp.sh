@@ -6,12 +6,12 @@
 #   capture_<RANK>.sqlite    its SQLite export, by the same nsys
 #   nsys.log                 everything torchrun, nsys and the ranks printed
 #   run.json                 rank 0's record (its `tp` holds every rank's tokens), plus `nsys`
-#   ranks.txt                the cross-rank table (scripts/ranks.py), when analysis is importable
+#   ranks.txt                the cross-rank table (python -m scripts.ranks), when analysis is importable
 #
 # One nsys per rank: torchrun --no-python starts TP copies of `nsys profile ... python -m harness
 # run`, each with its own RANK, which nsys expands in `-o capture_%q{RANK}`. The flags are
 # profile.sh's (lib.sh capture_flags, node-level graph trace). Each export counts its times from
-# its own session start; scripts/ranks.py aligns them (docs/METRICS.md, "Ranks").
+# its own session start; scripts/ranks.py (python -m scripts.ranks) aligns them (docs/METRICS.md, "Ranks").
 #
 # Exit status: 0 done; 2 bad usage; the run's status when torchrun fails; 1 otherwise.
 set -euo pipefail
@@ -71,7 +71,7 @@ json_merge "$run/run.json" nsys "$(nsys_json "$nsys_ver" "$nsys" "${cmd[@]}")"
 if why=$(analysis_missing); then
   note "no cross-rank table: analysis.cli is not importable ($why); the captures are in $run"
 else
-  "$PY" "$here/ranks.py" "$run" | tee "$run/ranks.txt" ||
+  "$PY" -m scripts.ranks "$run" | tee "$run/ranks.txt" ||
     die 1 "the cross-rank analysis failed on $run (its message is above)"
 fi
 note "done: $run"

@@ -1,6 +1,8 @@
 """The ranks of one tensor-parallel run side by side (profile-tp.sh writes the run directory).
 
-    python scripts/ranks.py RUN_DIR      # RUN_DIR holds capture_0.sqlite, capture_1.sqlite, ...
+    python -m scripts.ranks RUN_DIR      # RUN_DIR holds capture_0.sqlite, capture_1.sqlite, ...
+
+(from the repository root, or with it on PYTHONPATH, as profile-tp.sh runs it)
 
 Per rank its device, steps, median GPU period and bubble; per step the slowest rank and the
 collectives' wait (analysis/measures/ranks.py; docs/METRICS.md, "Ranks"), in µs; then the largest
@@ -10,14 +12,11 @@ collective end spread, the check that the captures share one time base.
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from analysis.errors import TraceError  # noqa: E402
-from analysis.measures.ranks import align, collective_waits, collectives, rank_table  # noqa: E402
-from analysis.readers import load_trace  # noqa: E402
-from analysis.readers.nsys import read_session_start_ns  # noqa: E402
-from analysis.measures.summary import analyze, median  # noqa: E402
+from analysis.errors import TraceError
+from analysis.measures.ranks import align, collective_waits, collectives, rank_table
+from analysis.measures.summary import analyze, median
+from analysis.readers import load_trace
+from analysis.readers.nsys import read_session_start_ns
 
 
 def rank_captures(run: Path) -> list[Path]:
@@ -27,7 +26,19 @@ def rank_captures(run: Path) -> list[Path]:
     return paths
 
 
-def main(run: Path) -> int:
+def main(argv: list[str]) -> int:
+    """Exit 0 with the tables on stdout; 2 with one `gapscope: error:` line."""
+    if len(argv) != 1:
+        sys.stderr.write("gapscope: error: usage: python -m scripts.ranks RUN_DIR\n")
+        return 2
+    try:
+        return print_ranks(Path(argv[0]))
+    except TraceError as e:
+        sys.stderr.write(f"gapscope: error: {e}\n")
+        return 2
+
+
+def print_ranks(run: Path) -> int:
     analyses, colls, starts = [], [], []
     for path in rank_captures(run):
         trace = load_trace(path)
@@ -63,10 +74,4 @@ def us(ns) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python scripts/ranks.py RUN_DIR")
-    try:
-        sys.exit(main(Path(sys.argv[1])))
-    except TraceError as e:
-        sys.stderr.write(f"gapscope: error: {e}\n")
-        sys.exit(2)
+    sys.exit(main(sys.argv[1:]))

@@ -3,9 +3,7 @@ as the nsys reader on the same drawing, exact ns, flows, ProfilerStep#N, graphs,
 
 import gzip
 import hashlib
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,10 +12,8 @@ from synth_kineto import KinetoSynth, from_synth
 
 from analysis.cli import main
 from analysis.errors import TraceError
-from analysis.readers import kineto, load_trace, nsys, reader_for
 from analysis.measures.summary import Options, analyze
-
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+from analysis.readers import kineto, load_trace, nsys, reader_for
 
 
 def analyse(path, **options):
@@ -200,9 +196,7 @@ def test_a_synth_nsys_export_and_random_bytes_still_go_to_the_nsys_reader(tmp_pa
 
 def test_hta_compare_puts_htas_breakdown_beside_gapscopes_causes(tmp_path):
     pytest.importorskip("hta")
-    spec = importlib.util.spec_from_file_location("hta_compare", SCRIPTS / "hta_compare.py")
-    hta_compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hta_compare)
+    from scripts import hta_compare
     # The causes drawing in µs (HTA's threshold is in the trace's µs): ops 1-3 µs apart.
     s = causes_trace()
     s.nvtx = [(a * 1000, b * 1000, *r) for a, b, *r in s.nvtx]
@@ -222,15 +216,8 @@ def test_hta_compare_puts_htas_breakdown_beside_gapscopes_causes(tmp_path):
     assert doc["hta_exact_us"] == {"7": {"host_wait": 67.0, "kernel_wait": 10.0, "other": 0.0}}
 
 
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_crosscheck_of_a_run_directory_matches_step_by_step(tmp_path, capsys):
-    crosscheck = _load_script("kineto_crosscheck")
+    from scripts import kineto_crosscheck as crosscheck
     causes_trace().write(tmp_path / "capture.sqlite")
     twin = from_synth(causes_trace())
     twin.write(tmp_path / "kineto.json.gz")

@@ -1,5 +1,6 @@
 """analysis/measures/ranks.py on hand-built per-rank captures (tests/synth.py, rank_traces draws them)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,9 +10,11 @@ from synth import ALL_REDUCE, rank_traces
 
 from analysis.errors import TraceError
 from analysis.measures.ranks import align, collective_waits, collectives, rank_table, slowest_ranks
+from analysis.measures.summary import analyze
 from analysis.readers import load_trace
 from analysis.readers.nsys import read_session_start_ns
-from analysis.measures.summary import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def analyse(tmp_path, traces):
@@ -75,16 +78,25 @@ def test_a_rank_captured_earlier_is_put_on_rank_0s_time_base(tmp_path, ranks):
     assert collective_waits([c for _, c in late]).equals(collective_waits([c for _, c in ranks]))
 
 
-def test_the_ranks_script_prints_the_table_and_refuses_a_directory_without_captures(tmp_path):
-    script = Path(__file__).resolve().parent.parent / "scripts" / "ranks.py"
+def test_the_ranks_script_prints_the_table_and_refuses_a_directory_without_captures(tmp_path,
+                                                                                   capsys):
+    from scripts import ranks
+
     for r, synth in enumerate(rank_traces(early_ns=1000)):
         synth.write(tmp_path / f"capture_{r}.sqlite")
-    done = subprocess.run([sys.executable, script, tmp_path], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    assert ranks.main([str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[6].split() == ["2", "1", "0.1", "0.1", "2", "0.0", "1"]  # ns print as 0.1 µs
     assert max(len(line) for line in lines) <= 100
     (tmp_path / "empty").mkdir()
-    done = subprocess.run([sys.executable, script, tmp_path / "empty"], capture_output=True,
-                          text=True)
-    assert done.returncode == 2 and done.stderr.startswith("gapscope: error: ")
+    assert ranks.main([str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err == (
+        f"gapscope: error: {tmp_path / 'empty'}: no capture_0.sqlite, capture_1.sqlite, ... "
+        "(profile-tp.sh)\n")
+
+
+def test_the_ranks_module_runs_from_the_repository_root(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "scripts.ranks"], cwd=ROOT, capture_output=True,
+                          text=True, env=os.environ | {"PYTHONPATH": ""})
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "gapscope: error: usage: python -m scripts.ranks RUN_DIR\n"

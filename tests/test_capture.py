@@ -1,37 +1,25 @@
-"""analysis.capture.nsys is lib.sh's rules in Python (pip installs no scripts/): the two agree."""
+"""analysis.capture.nsys: finding nsys, its version and the capture flags, the one definition
+(scripts/lib.sh runs its main(); tests/test_scripts.py runs the scripts through it end to end).
+The stand-in nsys (fake_nsys/) answers `--version`; main() is called in this process."""
 
 import os
 
 import pytest
-from test_scripts import fake_nsys_at, lib_sh, make_env, path_without_nsys
+from test_scripts import FAKE, FAKE_DIR, fake_nsys_at, make_env, path_without_nsys
 
 from analysis.capture import nsys as capture
 
 
-def test_metrics_flags_are_lib_sh_metrics_flags(tmp_path):
-    shell = lib_sh(make_env(tmp_path), "metrics_flags 1 10000", cwd=tmp_path)
-    assert capture.metrics_flags("1", "10000") == shell.stdout.splitlines()
+def test_the_capture_flags_of_every_capture():
+    assert capture.capture_flags("cuda,nvtx,osrt") == [
+        "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "--trace=cuda,nvtx,osrt",
+        "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node", "--force-overwrite=false"]
 
 
-def test_default_flags_are_lib_sh_capture_flags(tmp_path):
-    for trace in ("cuda,nvtx", "cuda,nvtx,osrt"):
-        shell = lib_sh(make_env(tmp_path), f"capture_flags {trace}", cwd=tmp_path)
-        assert capture.capture_flags(trace) == shell.stdout.split()
-
-
-def test_the_function_trace_flag_is_lib_sh_capture_flags_third_argument(tmp_path):
-    shell = lib_sh(make_env(tmp_path), "capture_flags cuda,nvtx graph /run/functions.json",
-                   cwd=tmp_path)
-    flags = capture.capture_flags("cuda,nvtx", graph_trace="graph",
-                                  functions_trace="/run/functions.json")
-    assert flags == shell.stdout.split()
-    assert flags[-1] == "--python-functions-trace=/run/functions.json"
-
-
-def test_minimum_version_and_install_places_are_lib_sh_defaults(tmp_path):
-    env = {k: v for k, v in make_env(tmp_path).items() if k != "GAPSCOPE_NSYS_PLACES"}
-    shell = lib_sh(env, 'printf "%s\\n" "$NSYS_MIN_VERSION" "$NSYS_PLACES"', cwd=tmp_path)
-    assert shell.stdout.splitlines() == [capture.DEFAULT_MIN_VERSION, capture.DEFAULT_PLACES]
+def test_the_function_trace_flag_comes_last():
+    assert capture.capture_flags("cuda,nvtx", graph_trace="graph",
+                                 functions_trace="/run/functions.json")[-2:] == [
+        "--force-overwrite=false", "--python-functions-trace=/run/functions.json"]
 
 
 def test_range_all_and_a_timed_stretch_drop_the_profiler_api_range():
@@ -48,41 +36,146 @@ def use_env(monkeypatch, env: dict) -> None:
         monkeypatch.setenv(name, value)
 
 
-@pytest.mark.parametrize("versions, pick", [
-    (["2024.2.1", "2025.3.2.0"], 1),   # the newest wins
-    (["2025.3.2.0", "2025.3.2.0"], 0),  # a tie keeps PATH order
+def run_main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = capture.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- what lib.sh asks: the answer on stdout, notes and one-line errors on stderr ---------------
+
+
+@pytest.mark.parametrize("trace, graph, functions, flags", [
+    (["cuda,nvtx"], [], [], ["--trace=cuda,nvtx", "--cuda-graph-trace=node"]),
+    (["cuda,nvtx"], ["graph"], [], ["--trace=cuda,nvtx", "--cuda-graph-trace=graph"]),
+    (["cuda,nvtx"], ["graph"], ["/f.json"],
+     ["--trace=cuda,nvtx", "--cuda-graph-trace=graph", "--python-functions-trace=/f.json"]),
+    (["cuda,nvtx"], ["node"], [""], ["--trace=cuda,nvtx", "--cuda-graph-trace=node"]),
 ])
-def test_find_nsys_chooses_as_lib_sh_does(tmp_path, monkeypatch, versions, pick):
-    dirs = [tmp_path / f"nsys{i}" for i in range(len(versions))]
-    for d, v in zip(dirs, versions, strict=True):
-        fake_nsys_at(d, v)
-    env = make_env(tmp_path, PATH=os.pathsep.join([*map(str, dirs), os.environ["PATH"]]))
-    shell = lib_sh(env, "find_nsys", cwd=tmp_path)
-    use_env(monkeypatch, env)
-    found = capture.find_nsys()
-    assert found.path == shell.stdout.strip() == str(dirs[pick] / "nsys")
-    assert f"gapscope: {found.note}" == shell.stderr.strip().splitlines()[-1]
+def test_capture_flags_one_a_line(capsys, trace, graph, functions, flags):
+    code, out, err = run_main(capsys, "capture-flags", *trace, *graph, *functions)
+    assert (code, err) == (0, "")
+    assert [f for f in out.splitlines() if f.startswith(("--trace", "--cuda-graph", "--python"))] \
+        == flags
+    assert len(out.splitlines()) == 5 + len(flags)
 
 
-def test_nsys_env_and_too_old_messages_match_lib_sh(tmp_path, monkeypatch):
-    old = fake_nsys_at(tmp_path / "old", "2023.4.1.97")
-    env = make_env(tmp_path, NSYS=str(old))
-    shell = lib_sh(env, 'require_nsys_version "$(find_nsys)"', cwd=tmp_path)
-    use_env(monkeypatch, env)
-    found = capture.find_nsys()
-    assert found.note == f"using nsys 2023.4.1.97 at {old} (from $NSYS)"
-    with pytest.raises(capture.NsysError) as e:
-        capture.require_version(found)
-    assert f"gapscope: error: {e.value}" == shell.stderr.strip().splitlines()[-1]
+def test_metrics_flags_one_a_line(capsys):
+    assert run_main(capsys, "metrics-flags", "1", "10000") == (0, "\n".join([
+        "--capture-range=nvtx", "--nvtx-capture=gapscope window", "--capture-range-end=stop",
+        "--trace=nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
+        "--gpu-metrics-devices=1", "--gpu-metrics-frequency=10000"]) + "\n", "")
 
 
-def test_no_nsys_message_matches_lib_sh(tmp_path, monkeypatch):
+@pytest.mark.parametrize("argv", [[], ["flags"], ["find", "x"], ["metrics-flags", "0"],
+                                  ["capture-flags", "a", "b", "c", "d"]])
+def test_a_question_lib_sh_does_not_ask_is_a_usage_error(capsys, argv):
+    code, out, err = run_main(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == f"gapscope: error: {capture.USAGE}\n"
+
+
+def test_find_nsys_takes_the_newest_on_path(tmp_path, monkeypatch, capsys):
+    old = fake_nsys_at(tmp_path / "a", "2024.2.3.38")
+    new = fake_nsys_at(tmp_path / "b", "2025.3.2.0")
+    use_env(monkeypatch, make_env(tmp_path, PATH=f"{old.parent}:{new.parent}:"
+                                  f"{path_without_nsys()}"))
+    assert run_main(capsys, "find") == (
+        0, f"{new}\n", f"gapscope: using nsys 2025.3.2.0 at {new} (newest of 2 found)\n")
+
+
+def test_find_nsys_keeps_path_order_on_a_tie(tmp_path, monkeypatch, capsys):
+    first = fake_nsys_at(tmp_path / "a", "2025.3.2.0")
+    second = fake_nsys_at(tmp_path / "b", "2025.3.2.0")
+    use_env(monkeypatch, make_env(tmp_path, PATH=f"{first.parent}:{second.parent}:"
+                                  f"{path_without_nsys()}"))
+    assert run_main(capsys, "find")[1] == f"{first}\n"
+
+
+def test_find_nsys_prefers_a_newer_install_place_to_path(tmp_path, monkeypatch, capsys):
+    on_path = fake_nsys_at(tmp_path / "bin", "2024.2.3.38")
+    fake_nsys_at(tmp_path / "opt" / "2025.1.1" / "bin", "2025.1.1.0")
+    newest = fake_nsys_at(tmp_path / "opt" / "2025.3.2" / "bin", "2025.3.2.0")
+    use_env(monkeypatch, make_env(
+        tmp_path,
+        PATH=f"{on_path.parent}:{path_without_nsys()}",
+        GAPSCOPE_NSYS_PLACES=f"{tmp_path}/nowhere/nsys {tmp_path}/opt/*/bin/nsys",
+    ))
+    assert run_main(capsys, "find") == (
+        0, f"{newest}\n", f"gapscope: using nsys 2025.3.2.0 at {newest} (newest of 3 found)\n")
+
+
+def test_find_nsys_prefers_path_to_an_install_place_on_a_tie(tmp_path, monkeypatch, capsys):
+    on_path = fake_nsys_at(tmp_path / "bin", "2025.3.2.0")
+    fake_nsys_at(tmp_path / "opt" / "bin", "2025.3.2.0")
+    use_env(monkeypatch, make_env(tmp_path, PATH=f"{on_path.parent}:{path_without_nsys()}",
+                                  GAPSCOPE_NSYS_PLACES=f"{tmp_path}/opt/bin/nsys"))
+    assert run_main(capsys, "find")[1] == f"{on_path}\n"
+
+
+def test_find_nsys_counts_an_nsys_reached_through_a_link_once(tmp_path, monkeypatch, capsys):
+    (tmp_path / "cuda").symlink_to(FAKE_DIR)
+    use_env(monkeypatch, make_env(tmp_path, PATH=f"{tmp_path / 'cuda'}:{FAKE_DIR}:"
+                                  f"{path_without_nsys()}"))
+    assert run_main(capsys, "find")[1:] == (
+        f"{tmp_path / 'cuda'}/nsys\n",
+        f"gapscope: using nsys 2025.3.2.0 at {tmp_path / 'cuda'}/nsys (newest of 1 found)\n")
+
+
+def test_find_nsys_uses_nsys_env_even_when_older(tmp_path, monkeypatch, capsys):
+    chosen = fake_nsys_at(tmp_path / "chosen", "2024.2.3.38")
+    use_env(monkeypatch, make_env(tmp_path, NSYS=str(chosen)))
+    assert run_main(capsys, "find") == (
+        0, f"{chosen}\n", f"gapscope: using nsys 2024.2.3.38 at {chosen} (from $NSYS)\n")
+
+
+def test_an_nsys_env_that_is_no_program_is_an_error(tmp_path, monkeypatch, capsys):
+    use_env(monkeypatch, make_env(tmp_path, NSYS=str(tmp_path / "nowhere")))
+    assert run_main(capsys, "find") == (2, "", (
+        f"gapscope: error: NSYS={tmp_path / 'nowhere'} is not an executable file: unset NSYS or "
+        "point it at nsys\n"))
+
+
+def test_find_nsys_skips_an_nsys_whose_version_fails(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "broken" / "nsys"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\nexit 127\n")
+    broken.chmod(0o755)
+    use_env(monkeypatch, make_env(tmp_path, PATH=f"{broken.parent}:{FAKE_DIR}:"
+                                  f"{path_without_nsys()}"))
+    assert run_main(capsys, "find") == (0, f"{FAKE}\n", (
+        f"gapscope: skipping {broken}: `nsys --version` failed\n"
+        f"gapscope: using nsys 2025.3.2.0 at {FAKE} (newest of 1 found)\n"))
+    assert run_main(capsys, "version", str(broken)) == (1, "", "")
+    assert run_main(capsys, "require", str(broken)) == (2, "", (
+        f"gapscope: error: {broken} --version failed: reinstall Nsight Systems or set NSYS to a "
+        "working nsys\n"))
+
+
+def test_no_nsys_names_where_it_looked(tmp_path, monkeypatch, capsys):
     env = make_env(tmp_path, PATH=path_without_nsys())
-    shell = lib_sh(env, "find_nsys", cwd=tmp_path)
-    use_env(monkeypatch, env)
-    with pytest.raises(capture.NsysError) as e:
-        capture.find_nsys()
-    assert f"gapscope: error: {e.value}" == shell.stderr.strip().splitlines()[-1]
+    use_env(monkeypatch, {k: v for k, v in env.items() if k != "GAPSCOPE_NSYS_PLACES"})
+    assert run_main(capsys, "find") == (2, "", (
+        "gapscope: error: no nsys found (looked at $NSYS, PATH, /opt/nvidia/nsight-systems/*/bin/"
+        "nsys /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys): "
+        "install Nsight Systems or set NSYS=/path/to/nsys\n"))
+
+
+@pytest.mark.parametrize("version, minimum, code, err", [
+    ("2024.2.3.38", None, 0, ""),
+    ("2024.1.1.59", None, 2, "2024.2"),
+    ("2023.4.1.97", "2023.4", 0, ""),
+    ("2023.4.1.97", "2024.1.1.60", 2, "2024.1.1.60"),
+    ("2025.10.1.0", "2025.9", 0, ""),  # by number, not by text
+])
+def test_require_needs_2024_2_unless_told(tmp_path, monkeypatch, capsys, version, minimum, code,
+                                          err):
+    nsys = fake_nsys_at(tmp_path / "n", version)
+    use_env(monkeypatch, make_env(tmp_path, **({"GAPSCOPE_NSYS_MIN": minimum} if minimum else {})))
+    assert run_main(capsys, "version", str(nsys)) == (0, f"{version}\n", "")
+    assert run_main(capsys, "require", str(nsys)) == (code, "", err and (
+        f"gapscope: error: nsys {version} at {nsys} is too old (gapscope needs {err} or newer to "
+        "capture and export SQLite): install a newer Nsight Systems or set NSYS\n"))
 
 
 def test_the_capture_check_counts_the_ranges_the_reader_reads(tmp_path):

@@ -171,9 +171,26 @@ def test_run_writes_run_json_and_prints_one_line(tmp_path):
     assert floor["bytes_by_step"] == [[s, weights + 13 * 3072 + 628428] for s in (3, 4, 5)]
 
 
+class ScriptedClock:
+    """time for harness.bench: each timed run lasts the next of `run_ms` (start, then end)."""
+
+    def __init__(self, run_ms: list[float]):
+        self.ends = iter([int(ms * 1e6) for ms in run_ms])
+        self.now, self.started = 0, False
+
+    def perf_counter_ns(self) -> int:
+        if self.started:
+            self.now += next(self.ends)
+        self.started = not self.started
+        return self.now
+
+
 def test_bench_writes_json_and_a_table(tmp_path, monkeypatch):
-    # A copy rate of 2 GB/s instead of this machine's: the floor below is then worked by hand.
+    # A copy rate of 2 GB/s instead of this machine's, and runs of known length (kv's five, then
+    # check-every-k's): the timings and the floor below are then worked by hand.
     monkeypatch.setattr("harness.bench.copy_bytes_per_s", lambda device: 2e9)
+    monkeypatch.setattr("harness.bench.time",
+                        ScriptedClock([30, 10, 50, 20, 40] + [8, 8, 8, 8, 8]))
     path = tmp_path / "bench.json"
     proc = harness("bench", "--variants", "kv,check-every-k", "--k", "4", "--repeats", "5",
                    "--stop", "fixed:6", "--json", str(path), *TINY)
@@ -201,18 +218,27 @@ def test_bench_writes_json_and_a_table(tmp_path, monkeypatch):
     assert kv["peak_allocated_bytes"] is None and kv["fragmentation"] is None
     # tiny: wte 50257x64 + wpe 1024x64 + 2 blocks of 49,984 + ln_f 128, fp32
     assert kv["weight_bytes"] == 4 * (50257 * 64 + 1024 * 64 + 2 * 49984 + 128)
-    assert kv["ms_per_run_p10"] <= kv["ms_per_run_median"] <= kv["ms_per_run_p90"]
-    assert kv["ms_per_step_median"] == pytest.approx(kv["ms_per_run_median"] / 6)
-    assert kv["tokens_per_s"] == pytest.approx(3 * 6 / (kv["ms_per_run_median"] / 1e3))
+    # Runs of 10..50 ms: p10 14 (10 + 0.4 x 10), median 30, p90 46; six steps a run.
+    assert [kv[f"ms_per_run_{p}"] for p in ("p10", "median", "p90")] == pytest.approx([14, 30, 46])
+    assert [kv[f"ms_per_step_{p}"] for p in ("p10", "median", "p90")] == pytest.approx(
+        [14 / 6, 5, 46 / 6])
+    # 3 rows x 6 new tokens in 30 ms; check-every-k ran 8 steps in 8 ms but kept 6 tokens a row
+    # (its overshoot trimmed): 18 tokens in 8 ms.
+    assert kv["tokens_per_s"] == pytest.approx(600)
+    assert every4["ms_per_step_median"] == pytest.approx(1)
+    assert every4["tokens_per_s"] == pytest.approx(2250)
     # K and V of one slot: 2 x 2 layers x batch 3 x 2 heads x 32 dims x 4 bytes = 3072; the
     # DynamicCache reads slots 0..pos over pos 0..5: 3.5 on average. Activations per row:
     # 2 layers x (192 qkv + 5 x 64 + 2 x 256) + 64 + 50257 logits, x 3 rows x 4 bytes.
     b = kv["floor"]["bytes_per_step"]
     assert (b["kv_read"], b["kv_write"], b["activations"]) == (3072 * 3.5, 3072, 628428)
     assert b["total"] == 13_528_320 + 3072 * 4.5 + 628428 == 14_170_572
-    # 14,170,572 bytes at 2 GB/s: 7.085286 ms, whatever the step measured here took.
+    # 14,170,572 bytes at 2 GB/s: 7.085286 ms, 141.70572% of the 5 ms step.
     assert kv["floor"]["floor_ms_per_step"] == pytest.approx(7.085286)
-    assert kv["floor"]["floor_pct"] * kv["ms_per_step_median"] == pytest.approx(708.5286)
+    assert kv["floor"]["floor_pct"] == pytest.approx(141.70572)
+    # The weights alone: 13,528,320 bytes, 6.76416 ms at 2 GB/s, of a 5 ms step.
+    assert kv["weight_floor_ms_per_step"] == pytest.approx(6.76416)
+    assert kv["weight_floor_pct"] == pytest.approx(135.2832)
 
 
 def test_percentiles_interpolate_between_order_statistics():

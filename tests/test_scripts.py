@@ -344,71 +344,13 @@ def test_a_profile_in_a_taken_second_gets_a_suffixed_run_dir(tmp_path):
 
 
 def test_find_nsys_takes_the_newest_on_path(tmp_path):
+    # lib.sh asks analysis.capture.nsys (tests/test_capture.py holds the rules, in-process).
     old = fake_nsys_at(tmp_path / "a", "2024.2.3.38")
     new = fake_nsys_at(tmp_path / "b", "2025.3.2.0")
     env = make_env(tmp_path, PATH=f"{old.parent}:{new.parent}:{path_without_nsys()}")
     result = lib_sh(env, "find_nsys", cwd=tmp_path)
     assert result.stdout == f"{new}\n"
     assert result.stderr == f"gapscope: using nsys 2025.3.2.0 at {new} (newest of 2 found)\n"
-
-
-def test_find_nsys_keeps_path_order_on_a_tie(tmp_path):
-    first = fake_nsys_at(tmp_path / "a", "2025.3.2.0")
-    second = fake_nsys_at(tmp_path / "b", "2025.3.2.0")
-    env = make_env(tmp_path, PATH=f"{first.parent}:{second.parent}:{path_without_nsys()}")
-    assert lib_sh(env, "find_nsys", cwd=tmp_path).stdout == f"{first}\n"
-
-
-def test_find_nsys_prefers_a_newer_install_place_to_path(tmp_path):
-    on_path = fake_nsys_at(tmp_path / "bin", "2024.2.3.38")
-    fake_nsys_at(tmp_path / "opt" / "2025.1.1" / "bin", "2025.1.1.0")
-    newest = fake_nsys_at(tmp_path / "opt" / "2025.3.2" / "bin", "2025.3.2.0")
-    env = make_env(
-        tmp_path,
-        PATH=f"{on_path.parent}:{path_without_nsys()}",
-        GAPSCOPE_NSYS_PLACES=f"{tmp_path}/nowhere/nsys {tmp_path}/opt/*/bin/nsys",
-    )
-    result = lib_sh(env, "find_nsys", cwd=tmp_path)
-    assert result.stdout == f"{newest}\n"
-    assert "(newest of 3 found)" in result.stderr
-
-
-def test_find_nsys_prefers_path_to_an_install_place_on_a_tie(tmp_path):
-    on_path = fake_nsys_at(tmp_path / "bin", "2025.3.2.0")
-    fake_nsys_at(tmp_path / "opt" / "bin", "2025.3.2.0")
-    env = make_env(
-        tmp_path,
-        PATH=f"{on_path.parent}:{path_without_nsys()}",
-        GAPSCOPE_NSYS_PLACES=f"{tmp_path}/opt/bin/nsys",
-    )
-    assert lib_sh(env, "find_nsys", cwd=tmp_path).stdout == f"{on_path}\n"
-
-
-def test_find_nsys_counts_an_nsys_reached_through_a_link_once(tmp_path):
-    (tmp_path / "cuda").symlink_to(FAKE_DIR)
-    env = make_env(tmp_path, PATH=f"{tmp_path / 'cuda'}:{FAKE_DIR}:{path_without_nsys()}")
-    result = lib_sh(env, "find_nsys", cwd=tmp_path)
-    assert result.stdout == f"{tmp_path / 'cuda'}/nsys\n"
-    assert "(newest of 1 found)" in result.stderr
-
-
-def test_find_nsys_uses_nsys_env_even_when_older(tmp_path):
-    chosen = fake_nsys_at(tmp_path / "chosen", "2024.2.3.38")
-    env = make_env(tmp_path, NSYS=str(chosen))
-    result = lib_sh(env, "find_nsys", cwd=tmp_path)
-    assert result.stdout == f"{chosen}\n"
-    assert result.stderr == f"gapscope: using nsys 2024.2.3.38 at {chosen} (from $NSYS)\n"
-
-
-def test_find_nsys_skips_an_nsys_whose_version_fails(tmp_path):
-    broken = tmp_path / "broken" / "nsys"
-    broken.parent.mkdir()
-    broken.write_text("#!/bin/sh\nexit 127\n")
-    broken.chmod(0o755)
-    env = make_env(tmp_path, PATH=f"{broken.parent}:{FAKE_DIR}:{path_without_nsys()}")
-    result = lib_sh(env, "find_nsys", cwd=tmp_path)
-    assert result.stdout == f"{FAKE}\n"
-    assert f"gapscope: skipping {broken}: `nsys --version` failed\n" in result.stderr
 
 
 # --- failures a user meets -------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """`gapscope doctor`: can this machine run `make profile`? One line per check, with the fix.
 
 Imports no torch at module level: it must also speak on a machine without torch, GPU or nsys.
-nsys is found, and its flags taken, by analysis.capture.nsys (lib.sh's rules in Python, kept equal by
-tests), so doctor works pip-installed, without the scripts/ folder, from any directory.
+nsys is found, and its flags taken, by analysis.capture.nsys (the one definition, which
+scripts/lib.sh runs too), so doctor works pip-installed, without the scripts/ folder, from any
+directory.
 """
 
 import os

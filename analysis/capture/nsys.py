@@ -1,9 +1,9 @@
 """Finding nsys, checking its version, the capture flags, and what a capture holds.
 
-The same rules as scripts/lib.sh (find_nsys, require_nsys_version, capture_flags,
-capture_contents), in Python, because pip installs the analysis and the harness but not scripts/:
-`gapscope profile` and `gapscope doctor` must work from any directory. tests/test_capture.py keeps
-the two in step (flags, minimum version, install places, messages).
+The one definition: `gapscope profile` and `gapscope doctor` import it (pip installs no
+scripts/), and scripts/lib.sh runs it, `python -m analysis.capture.nsys find|version|require|
+capture-flags|metrics-flags` (main() below), standard library only, so a capture script costs
+one small Python start per question.
 """
 
 import glob
@@ -12,6 +12,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ class NsysError(Exception):
 class Nsys:
     path: str
     version: str
-    note: str  # which one and why, as lib.sh's find_nsys says it
+    note: str  # which one and why, as the scripts say it on stderr
 
 
 def nsys_version(nsys: str) -> str | None:
@@ -119,9 +120,10 @@ def capture_flags(trace: str = "cuda,nvtx", capture_range: str = "cudaProfilerAp
                   graph_trace: str = "node", delay_s: float | None = None,
                   duration_s: float | None = None,
                   functions_trace: Path | str | None = None) -> list[str]:
-    """The `nsys profile` flags; the defaults are lib.sh's capture_flags (profile.sh, doctor).
-    scripts/profile.sh explains each one. functions_trace: nsys's Python function-trace JSON
-    (an NVTX range around each call of the functions it names: analysis.capture.step_functions)."""
+    """The `nsys profile` flags; the defaults are every capture's (profile.sh, profile-tp.sh,
+    doctor). scripts/profile.sh explains each one. functions_trace: nsys's Python function-trace
+    JSON (an NVTX range around each call of the functions it names:
+    analysis.capture.step_functions)."""
     flags = []
     if capture_range == "cudaProfilerApi":
         # Without --capture-range-end=stop nsys ends the program when the range closes (exit 143).
@@ -138,8 +140,11 @@ def capture_flags(trace: str = "cuda,nvtx", capture_range: str = "cudaProfilerAp
 
 
 def metrics_flags(device: str = "0", hz: str = "20000") -> list[str]:
-    """lib.sh's metrics_flags: NVTX and sampled GPU metrics, no CUDA trace (profile.sh
-    --metrics, doctor's metrics check)."""
+    """NVTX and sampled GPU metrics, no CUDA trace (profile.sh --metrics, overhead.sh,
+    doctor's metrics check). The sampler reads the GPU's counters on its own clock: no CUPTI
+    callbacks, no per-launch cost. The window is the harness' NVTX range: a cudaProfilerApi range
+    makes nsys turn CUDA tracing on (nsys 2025.3 on the H200: "CUDA tracing is required for
+    cudaProfilerStart/Stop API support")."""
     return ["--capture-range=nvtx", f"--nvtx-capture={WINDOW_RANGE}", "--capture-range-end=stop",
             "--trace=nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=false",
             f"--gpu-metrics-devices={device}", f"--gpu-metrics-frequency={hz}"]
@@ -238,3 +243,60 @@ def check_gpu() -> dict:
         "no nvidia-smi and torch sees no CUDA device",
         "run on a machine with an NVIDIA GPU and its driver",
     )
+
+
+# --- scripts/lib.sh's entry: one question a call, answered as the scripts print it -----------
+
+USAGE = ("usage: python -m analysis.capture.nsys find | version NSYS | require NSYS | "
+         "capture-flags TRACE [GRAPH_TRACE [FUNCTIONS_JSON]] | metrics-flags DEVICE HZ")
+
+
+def _found() -> int:
+    """Prints the nsys to use; which one and why (and what was skipped) on stderr."""
+    notes: list = []
+    try:
+        found = find_nsys(notes)
+    finally:
+        for note in notes:
+            print(f"gapscope: {note}", file=sys.stderr)
+    print(f"gapscope: {found.note}", file=sys.stderr)
+    print(found.path)
+    return 0
+
+
+def _lines(*lines: str | None) -> int:
+    """Prints them one a line; 1, silent, when there is none (an nsys that says no version)."""
+    if None in lines:
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+COMMANDS = {
+    ("find", 0): _found,
+    ("version", 1): lambda nsys: _lines(nsys_version(nsys)),
+    ("require", 1): lambda nsys: require_version(Nsys(nsys, nsys_version(nsys) or "", "")),
+    ("capture-flags", 1): lambda trace: _lines(*capture_flags(trace)),
+    ("capture-flags", 2): lambda trace, graph: _lines(*capture_flags(trace, graph_trace=graph)),
+    ("capture-flags", 3): lambda trace, graph, functions: _lines(
+        *capture_flags(trace, graph_trace=graph, functions_trace=functions or None)),
+    ("metrics-flags", 2): lambda device, hz: _lines(*metrics_flags(device, hz)),
+}
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 with the answer on stdout; 2 with one `gapscope: error:` line (the scripts' die);
+    `version` exits 1, silent, when nsys does not say its version (the caller words it)."""
+    command = COMMANDS.get((argv[0], len(argv) - 1)) if argv else None
+    if command is None:
+        print(f"gapscope: error: {USAGE}", file=sys.stderr)
+        return 2
+    try:
+        return command(*argv[1:]) or 0
+    except NsysError as e:
+        print(f"gapscope: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
