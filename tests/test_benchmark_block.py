@@ -1,6 +1,8 @@
 """`python -m analysis.study.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says when,
 under what load, against which nsys, and the range of every output against nsys's time."""
 
+import golden
+
 from analysis.study.benchmark import BY, block_text
 from analysis.study.publish import GEN_END, gen_start, put_generated
 
@@ -18,9 +20,8 @@ def test_the_block_gives_each_median_its_runs_and_the_range_against_nsys():
     assert "nsys 2024.2.3 `stats -r nvtx_gpu_proj_trace`: 5.00 s (median; runs 5.00–6.00 s)" \
         in head
     # Medians 3.5 and 6.0 s over nsys's 5.0 s.
-    assert table.splitlines()[2] == ("| `analyze --format text` | 3.50 s | 3.00–4.00 s | 0.70x | "
-                                     "0.46 GiB | 0.0 MiB |")
-    assert table.splitlines()[3].startswith("| `report -o DIR` | 6.00 s | 5.00–7.50 s | 1.20x |")
+    assert golden.row(table, "`analyze --format text`") == [3.5, 3.0, 4.0, 0.7, 0.46, 0.0]
+    assert golden.starts(table, "`report -o DIR`", 4) == [[6.0, 5.0, 7.5, 1.2]]
     assert tail == ("Every output took 0.70–1.20x of nsys's projection in this run (medians), "
                     "under a load average of 1.50–3.25 on 2 cores; the largest peak RSS 0.54 "
                     "GiB.")
