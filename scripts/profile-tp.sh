@@ -11,7 +11,7 @@
 # One nsys per rank: torchrun --no-python starts TP copies of `nsys profile ... python -m harness
 # run`, each with its own RANK, which nsys expands in `-o capture_%q{RANK}`. The flags are
 # profile.sh's (lib.sh capture_flags, node-level graph trace). Each export counts its times from
-# its own session start; scripts/ranks.py (python -m scripts.ranks) aligns them (docs/METRICS.md, "Ranks").
+# its own session start; `python -m scripts.ranks` aligns them (docs/METRICS.md, "Ranks").
 #
 # Exit status: 0 done; 2 bad usage; the run's status when torchrun fails; 1 otherwise.
 set -euo pipefail
