@@ -74,10 +74,15 @@ def advance_tokens(st: dict, nxt: torch.Tensor) -> torch.Tensor:
     return flag
 
 
+SYNC_DEBUG_ERROR = 2  # torch.cuda.get_sync_debug_mode(): 0 default, 1 warn, 2 error
+
+
 @contextmanager
 def allow_sync(device: torch.device):
-    """Around the syncs a variant means to make: all else may run under sync debug mode 'error'."""
-    if device.type != "cuda":
+    """Around the syncs a variant means to make: all else may run under sync debug mode 'error'.
+    Only "error" is lifted: under "warn" (gapscope profile's hook turns it on to mark each sync's
+    line, GAPSCOPE_SYNC_MARKS) the sync a variant means to make is still one, and named."""
+    if device.type != "cuda" or torch.cuda.get_sync_debug_mode() != SYNC_DEBUG_ERROR:
         yield
         return
     mode = torch.cuda.get_sync_debug_mode()
