@@ -82,7 +82,8 @@ def open_all(args: list, options: Options | list, progress: bool = False,
     """open_one of each argument (a list of Analyses each), in order; in threads where there
     are several runs and cores. Threads, not processes: safe where a notebook or any threaded
     program calls this, nothing to copy back, and SQLite's reading and numpy's whole-column
-    work release the GIL, so runs overlap (ANALYSIS.md, Robustness). `options`: one for all, or one each."""
+    work release the GIL, so runs overlap (ANALYSIS.md, Robustness). `options`: one for all, or
+    one each."""
     each = options if isinstance(options, list) else [options] * len(args)
     workers = _workers(len(args))
     results = []

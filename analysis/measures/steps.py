@@ -1,4 +1,4 @@
-"""Steps: NVTX ranges matched by a pattern (or inferred from the trace, analysis/measures/infer.py), the
+"""Steps: NVTX ranges matched by a pattern (or inferred from the trace, measures/infer.py), the
 GPU ops each one launched, the per-step table.
 
 An op belongs to a step when its launch call (same correlationId, same process) lies inside the

@@ -12,7 +12,7 @@ Python sees the warning when the op returns, so the mark follows its call:
                         a (the drain, inside the call)
 
 A call's gpu_idle_after_ns is the whole of the sync gaps it drained (the gaps whose launching
-thread's last blocking call entered before the drain `a` is this one, as analysis.measures.gaps measures
+thread's last blocking call entered before the drain `a` is this one, as measures/gaps.py measures
 wait_ns), from `a` to the next op; gpu_idle_in_call_ns the part of them before the call returned
 (their wait_ns). After it returns the GPU idles on: the sync emptied its queue.
 """

@@ -1,4 +1,4 @@
-"""One reader per kind of capture, each turning its input into the same analysis.readers.trace.Trace.
+"""One reader per kind of capture, each turning its input into the same readers.trace.Trace.
 
     nsys.py     an Nsight Systems SQLite export (`nsys export --type sqlite`), gzipped or not;
                 its GPU ops and their launch calls are nsys_ops.py's

@@ -1,4 +1,4 @@
-"""The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (analysis.readers.trace).
+"""The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (readers/trace.py).
 
 The file is opened read-only (`mode=ro`): analysing a trace never changes its bytes.
 Required tables are checked first, with the nsys option that would have recorded them.

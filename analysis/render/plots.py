@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..measures.summary import CAUSES
 from ..render.palette import (
     BUSY_COLOUR,
     CAUSE_COLOURS,
@@ -33,7 +34,6 @@ from ..render.plots_timeline import (
     legend_above,
     zoom_window,
 )
-from ..measures.summary import CAUSES
 
 DPI = 110
 

@@ -13,8 +13,8 @@ and the zoom draws the ops around the bubble between two steps, where they are w
 import numpy as np
 
 from ..measures.intervals import Coverage
-from ..render.palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
 from ..measures.summary import CAUSES
+from ..render.palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
 
 TIMELINE_STEPS = 3
 # Pixel columns of the overview (the figure's axes are ~1300 pixels wide at 110 dpi).
