@@ -202,7 +202,8 @@ def metrics_export(tmp: Path, samples: bool = True) -> Path:
 def replayed_bench(tmp: Path, captured) -> str:
     """A stand-in python for profile.sh: its untraced `-m harness bench` writes the captured
     fixture's real untraced.json and untraced_steps.json (a torch process less) and logs its
-    arguments to tmp/bench-calls; every other call runs this Python. The real bench under profile.sh is the captured fixture's."""
+    arguments to tmp/bench-calls; every other call runs this Python. The real bench under
+    profile.sh is the captured fixture's."""
     run = captured[1]
     stub = tmp / "python-replaying-bench"
     stub.write_text(
