@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import golden
@@ -169,6 +170,28 @@ def _cli(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=DATA.parent.parent)
 
 
+# What a fresh `python -m` shows: every warning but these (Python's default filters).
+HIDDEN_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+def cli_inproc(*args) -> subprocess.CompletedProcess:
+    """_cli's call in this process (an interpreter start and the analysis' imports less, ~0.6 s
+    CPU): the same main() and one-line errors, from the same directory. A warning goes to stderr
+    as `python -m` would print it, so an exact stderr still says nothing else was printed."""
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as seen:
+        mp.chdir(DATA.parent.parent)
+        warnings.resetwarnings()
+        for category in HIDDEN_WARNINGS:
+            warnings.simplefilter("ignore", category)
+        result = CliRunner().invoke(main, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # python -m would print its traceback and exit 1
+    shown = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                    for w in seen)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout,
+                                       result.stderr + shown)
+
+
 @pytest.fixture(scope="module")
 def bad_files(tmp_path_factory):
     return _bad_files(tmp_path_factory.mktemp("bad"))
@@ -200,8 +223,9 @@ def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
         (("compare", STATIC, tmp_path / "nope"), "nope: no such file or directory"),
         (("report", tmp_path / "nope", "-o", tmp_path / "out"), "no such file or directory"),
     ]
-    for args, message in cases:
-        result = _cli(*args)
+    # The first through `python -m analysis.cli`, the others in this process: the same main().
+    for i, (args, message) in enumerate(cases):
+        result = (_cli if i == 0 else cli_inproc)(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stdout == ""
         assert len(result.stderr.splitlines()) == 1 and message in result.stderr, result.stderr
@@ -220,8 +244,12 @@ def test_a_run_is_labelled_by_its_variant_and_compile_mode(data_dir):
 @pytest.mark.parametrize("args", [["--bogus"], ["report", "tests/data/runs/static"],
                                   ["analyze"], ["study", "docs"]])
 def test_usage_errors_are_one_line_and_exit_2(args):
-    proc = subprocess.run([sys.executable, "-m", "analysis.cli", *args], capture_output=True,
-                          text=True, cwd=Path(__file__).parent.parent)
+    # --bogus through `python -m analysis.cli`, the others in this process (the same main()).
+    if args == ["--bogus"]:
+        proc = subprocess.run([sys.executable, "-m", "analysis.cli", *args], capture_output=True,
+                              text=True, cwd=Path(__file__).parent.parent)
+    else:
+        proc = cli_inproc(*args)
     assert proc.returncode == 2
     assert proc.stderr.startswith("gapscope: error: ") and len(proc.stderr.splitlines()) == 1
 

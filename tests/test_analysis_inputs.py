@@ -12,6 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from synth import causes_trace
+from test_analysis_cli import cli_inproc
 
 from analysis.cli import main, split_pattern
 from analysis.readers import kineto, nsys, reader_for
@@ -27,6 +28,8 @@ def run(*args):
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
+    """Through `python -m analysis.cli`: one call a test where the exact stderr is the point;
+    the others run in this process (cli_inproc, the same main())."""
     return subprocess.run([sys.executable, "-m", "analysis.cli", *map(str, args)],
                           capture_output=True, text=True, cwd=ROOT)
 
@@ -68,7 +71,7 @@ def test_a_truncated_gzipped_export_is_one_line_naming_it(tmp_path):
     gz = _gzip(STATIC, tmp_path / "whole.sqlite.gz")
     cut = tmp_path / "cut.sqlite.gz"
     cut.write_bytes(gz.read_bytes()[: gz.stat().st_size // 2])
-    result = _cli("analyze", cut)
+    result = cli_inproc("analyze", cut)
     assert result.returncode == 2
     assert result.stderr.startswith(f"gapscope: error: {cut}: damaged or truncated gzip")
     assert len(result.stderr.splitlines()) == 1
@@ -97,7 +100,7 @@ def test_each_input_can_have_its_own_steps_pattern(tmp_path):
     mine = causes_trace().write(tmp_path / "mine.sqlite")
     theirs = _decode_trace().write(tmp_path / "theirs.sqlite")
     # One pattern for all fails on the second input, and the error names it.
-    result = _cli("compare", mine, theirs)
+    result = cli_inproc("compare", mine, theirs)
     assert result.returncode == 2
     # With the default pattern and no match, the steps are inferred; too few launches to.
     assert result.stderr.startswith(f"gapscope: error: {theirs}: no step ranges, and no "
@@ -134,7 +137,7 @@ def test_ranges_lists_each_name_with_its_count_and_what_the_steps_pattern_takes(
 
 
 def test_a_loose_or_groupless_steps_pattern_gets_a_note():
-    result = _cli("analyze", STATIC, "--steps", "e")
+    result = cli_inproc("analyze", STATIC, "--steps", "e")
     assert result.returncode == 0
     notes = result.stderr.splitlines()
     assert notes == [
@@ -148,10 +151,10 @@ def test_a_loose_or_groupless_steps_pattern_gets_a_note():
 
 
 def test_db_lists_its_own_commands_only():
-    result = _cli("db", "--help")
+    result = cli_inproc("db", "--help")
     commands = result.stdout.split("Commands:")[1].split()
     assert commands[0] == "add" and not {"doctor", "profile", "study"} & set(commands)
-    wrong = _cli("db", "doctor")
+    wrong = cli_inproc("db", "doctor")
     assert wrong.returncode == 2 and wrong.stderr == "gapscope: error: No such command 'doctor'.\n"
 
 
@@ -164,5 +167,5 @@ def test_db_add_says_what_it_added_and_what_the_database_holds(tmp_path):
     assert _cli("db", "add", db, a, b).stderr == (
         f"gapscope: added 2 runs to {db}, which holds 2 runs\n")
     # A trace added again replaces its rows: the database still holds two.
-    again = _cli("db", "add", db, a).stderr
+    again = cli_inproc("db", "add", db, a).stderr
     assert again == f"gapscope: added 1 run to {db}, which holds 2 runs\n"

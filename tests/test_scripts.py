@@ -199,9 +199,33 @@ def metrics_export(tmp: Path, samples: bool = True) -> Path:
     return trace.write(tmp / "metrics.sqlite", drop=("CUPTI_ACTIVITY_KIND_RUNTIME",))
 
 
+def replayed_bench(tmp: Path, captured) -> str:
+    """A stand-in python for profile.sh: its untraced `-m harness bench` writes the captured
+    fixture's real untraced.json and untraced_steps.json (a torch process less) and logs its
+    arguments to tmp/bench-calls; every other call runs this Python. The real bench under
+    profile.sh is the captured fixture's."""
+    run = captured[1]
+    stub = tmp / "python-replaying-bench"
+    stub.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "$1 $2 $3" = "-m harness bench" ]; then\n'
+        f'  echo "$*" >>"{tmp}/bench-calls"\n'
+        '  while [ $# -gt 0 ]; do\n'
+        f'    [ "$1" = --json ] && cp "{run}/untraced.json" "$2"\n'
+        f'    [ "$1" = --timeline ] && cp "{run}/untraced_steps.json" "$2"\n'
+        "    shift\n"
+        "  done\n"
+        "  exit 0\n"
+        "fi\n"
+        f'exec "{PY}" "$@"\n')
+    stub.chmod(0o755)
+    return str(stub)
+
+
 def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(tmp_path,
                                                                                captured):
     env = make_env(tmp_path, GAPSCOPE_UNTRACED_REPEATS="1",
+                   GAPSCOPE_PYTHON=replayed_bench(tmp_path, captured),
                    FAKE_NSYS_EXPORT_FROM=str(metrics_export(tmp_path)), **replayed(captured))
     result = run_script("profile.sh", env, "static", "--metrics=15000", *CPU_RUN, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -216,6 +240,9 @@ def test_metrics_makes_the_nvtx_and_gpu_metrics_capture_timed_against_untraced(t
     record = json.loads((run / "run.json").read_text())
     assert record["gpu_metrics"] == {"device": 0, "frequency_hz": 15000, "samples": 16}
     assert record["untraced"]["variant"] == "static"  # the overhead is measured as for any
+    assert (tmp_path / "bench-calls").read_text().splitlines() == [" ".join([
+        "-m", "harness", "bench", "--variants", "static", *CPU_RUN, "--repeats", "1",
+        "--json", f"{run}/untraced.json", "--timeline", f"{run}/untraced_steps.json"])]
     summary = json.loads((run / "summary.json").read_text())["summary"]
     assert summary["cuda_trace"] is False and summary["gpu_metrics"]["sm_active_pct"] == 58
     assert golden.png_size(run / "metrics.png") == (1430, 495)  # the metrics-only figure
