@@ -44,13 +44,20 @@ $(VENV)/.analysis: $(VENV)/bin/python pyproject.toml
 	$(PY) -m pip install -qq -e .
 	@touch $@
 
-# One pip call, one resolution (torch named only where the venv has none). pip byte-compiles one
-# file at a time, most of set-up's CPU: compileall does it on every core instead, leaving out test
-# suites and the transformers models gapscope never loads (they compile when imported, if ever).
-# It exits 1 on the few files written for a newer Python, which pip passes over the same way.
+# One resolution. In a venv with no torch, by uv (pip-installed into the venv first): it fetches
+# and unpacks in parallel, about 10 s where pip takes 40. uv does not see a torch from
+# --system-site-packages and would fetch another over it, so a venv that has one (and any
+# machine where uv does not install, or fails) takes pip, torch left out where there is one.
+# Byte-compiling: pip does it one file at a time, most of its CPU; compileall does it on every
+# core instead, leaving out test suites and the transformers models gapscope never loads (they
+# compile when imported, if ever). It exits 1 on the few files written for a newer Python, which
+# pip passes over the same way.
 $(VENV)/.harness: $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install -qq --no-compile $$($(PY) -c 'import torch' 2>/dev/null || echo '$(TORCH)') \
-	  -e '.[harness,dev]'
+	@if $(PY) -c 'import torch' 2>/dev/null; then \
+	  $(PY) -m pip install -qq --no-compile -e '.[harness,dev]'; \
+	elif $(PY) -m pip install -qq uv 2>/dev/null && $(VENV)/bin/uv pip install -q --python $(PY) \
+	    $$(for l in $$PIP_FIND_LINKS; do echo --find-links $$l; done) '$(TORCH)' -e '.[harness,dev]'; \
+	then :; else $(PY) -m pip install -qq --no-compile '$(TORCH)' -e '.[harness,dev]'; fi
 	@$(PY) -m compileall -qq -j 0 -x '$(NOT_COMPILED)' \
 	  $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || true
 	@touch $(VENV)/.analysis $@

@@ -15,9 +15,9 @@ rep=$1
 out=${2:-${rep%.nsys-rep}.sqlite}
 [ ! -e "$out" ] || die 2 "$out exists: remove it or name another output"
 
-nsys=$(find_nsys)
-require_nsys_version "$nsys"
+found=$(usable_nsys) || exit $?
+nsys_ver=${found%%$'\n'*} nsys=${found#*$'\n'}
 "$nsys" export --type sqlite -o "$out" "$rep" ||
-  die 1 "nsys $(nsys_version "$nsys") could not export $rep (message above): export it with the nsys version that captured it"
+  die 1 "nsys $nsys_ver could not export $rep (message above): export it with the nsys version that captured it"
 [ -f "$out" ] || die 1 "nsys export exited 0 but wrote no $out"
 note "exported: $out"

@@ -26,7 +26,9 @@ capture_nsys() {  # COMMAND ARGS...: python -m analysis.capture.nsys, from this 
 }
 nsys_version() { capture_nsys version "$1"; }  # NSYS: e.g. 2025.3.2.0; fails when it says none
 find_nsys() { capture_nsys find; }             # prints the nsys to use: $NSYS, else the newest
-require_nsys_version() { capture_nsys require "$1"; }  # NSYS: dies unless it is new enough
+# find_nsys, then whether it is new enough, nsys asked its version once: prints its version, then
+# its path (a line each); `found=$(usable_nsys) || exit $?`.
+usable_nsys() { capture_nsys usable; }
 capture_flags() { capture_nsys capture-flags "$@"; }   # TRACE [GRAPH_TRACE [FUNCTIONS_JSON]]
 metrics_flags() { capture_nsys metrics-flags "$@"; }   # DEVICE HZ: NVTX and GPU metrics only
 

@@ -52,9 +52,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-nsys=$(find_nsys)
-require_nsys_version "$nsys"
-nsys_ver=$(nsys_version "$nsys")
+found=$(usable_nsys) || exit $?
+nsys_ver=${found%%$'\n'*} nsys=${found#*$'\n'}
 require_gpu "${opts[@]}"
 mkdir -p "$out"
 "$nsys" profile --help >"$out/nsys-profile-help.txt" 2>&1 || true

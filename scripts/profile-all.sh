@@ -18,8 +18,8 @@ read -r -a variants <<<"${VARIANTS:-naive kv kv-expandable static compiled pipel
 traces=${TRACES_DIR:-traces}
 stamp=$(utc_stamp)
 # Eleven runs that would all fail the same way: say it once, before the first.
-nsys=$(find_nsys)
-require_nsys_version "$nsys"
+found=$(usable_nsys) || exit $?
+nsys=${found#*$'\n'}
 
 runs=()
 failed=()

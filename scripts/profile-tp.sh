@@ -40,9 +40,8 @@ try:
 except ConfigError as e:
     sys.exit(str(e))' "$variant" "$tp" 2>&1) || die 2 "$why: $usage"
 
-nsys=$(find_nsys)
-require_nsys_version "$nsys"
-nsys_ver=$(nsys_version "$nsys")
+found=$(usable_nsys) || exit $?
+nsys_ver=${found%%$'\n'*} nsys=${found#*$'\n'}
 require_gpu "$@"
 
 run=$(new_run_dir "${TRACES_DIR:-traces}" "$(utc_stamp)-${RUN_NAME:-$variant}-tp$tp")

@@ -112,9 +112,8 @@ from harness.config import VARIANT_NAMES
 sys.exit(0 if sys.argv[1] in VARIANT_NAMES else 1)
 PYCHECK
 
-nsys=$(find_nsys)
-require_nsys_version "$nsys"
-nsys_ver=$(nsys_version "$nsys")
+found=$(usable_nsys) || exit $?
+nsys_ver=${found%%$'\n'*} nsys=${found#*$'\n'}
 require_gpu "${opts[@]}"
 
 name=${RUN_NAME:-$variant}
@@ -210,13 +209,11 @@ if why=$(analysis_missing); then
   note "no report: analysis.cli is not importable ($why); the capture is in $run"
 elif [ -n "$metrics_hz" ]; then
   # Without a CUDA trace there is no gap report: the per-step metrics, as JSON and a plot.
-  "$PY" -m analysis.cli analyze "$run" --format json >"$run/summary.json" ||
-    die 1 "the analysis failed on $run (its message is above)"
-  "$PY" -m analysis.cli analyze "$run" --plot "$run/metrics.png" ||
+  "$PY" -m analysis.cli analyze "$run" --format json --plot "$run/metrics.png" >"$run/summary.json" ||
     die 1 "the analysis failed on $run (its message is above)"
 else
-  "$PY" -m analysis.cli report "$run" -o "$run" || die 1 "the analysis report failed on $run (its message is above)"
-  "$PY" -m analysis.cli analyze "$run" || die 1 "the analysis failed on $run (its message is above)"
+  "$PY" -m analysis.cli report "$run" -o "$run" --show ||
+    die 1 "the analysis report failed on $run (its message is above)"
   if [ "$kineto" = 1 ]; then
     "$PY" -m analysis.cli compare "$run/capture.sqlite" "$run/kineto.json.gz" ||
       note "warning: the torch.profiler trace could not be compared (its message is above)"

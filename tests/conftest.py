@@ -36,3 +36,23 @@ def pytest_collection_modifyitems(config, items):
 def data_dir() -> Path:
     return DATA_DIR
 
+
+@pytest.fixture
+def compile_without_codegen(monkeypatch):
+    """torch.compile, for the harness's CPU tests, through dynamo, AOT autograd's
+    functionalization (the static caches' in-place writes) and inductor's decompositions, but
+    without inductor's C++ code generation: that is g++ at -O3, 20 to 30 s of CPU a compiled
+    variant, and a backend that no user of the harness runs. The GPU suite compiles the same
+    variants with inductor's Triton code (tests/test_gpu_harness.py, tests/test_gpu_models.py)."""
+    import torch
+
+    real = torch.compile
+
+    def compile(model=None, *, mode=None, backend="inductor", **kw):
+        assert mode in (None, "default"), f"mode {mode!r} is inductor's alone"
+        if backend == "inductor":
+            backend = "aot_eager_decomp_partition"
+        return real(model, backend=backend, **kw)
+
+    monkeypatch.setattr(torch, "compile", compile)
+

@@ -106,8 +106,10 @@ def test_compare_marks_noise_and_shows_profiler_overhead(tmp_path):
 
 
 def test_report_writes_markdown_plots_and_summaries(tmp_path):
-    result = run("report", STATIC, PIPELINED, "-o", tmp_path / "out")
+    result = run("report", STATIC, PIPELINED, "-o", tmp_path / "out", "--show")
     assert result.exit_code == 0, result.output
+    # --show (what profile.sh and `gapscope profile` end with): analyze's text of each, in order.
+    assert result.stdout == run("analyze", STATIC).stdout + run("analyze", PIPELINED).stdout
     md = (tmp_path / "out" / "report.md").read_text()
     assert "![h200-eager-static-bs16, device 0](h200-eager-static-bs16-device0.png)" in md
     pngs = sorted(p.name for p in (tmp_path / "out").glob("*.png"))

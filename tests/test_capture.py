@@ -178,6 +178,19 @@ def test_require_needs_2024_2_unless_told(tmp_path, monkeypatch, capsys, version
         "capture and export SQLite): install a newer Nsight Systems or set NSYS\n"))
 
 
+def test_usable_is_find_then_require_in_one_call(tmp_path, monkeypatch, capsys):
+    # What the capture scripts call: the version, then the path; nsys asked its version once.
+    old = fake_nsys_at(tmp_path / "old", "2024.1.1.59")
+    use_env(monkeypatch, make_env(tmp_path, NSYS=str(old)))
+    assert run_main(capsys, "usable") == (2, "", (
+        f"gapscope: using nsys 2024.1.1.59 at {old} (from $NSYS)\n"
+        f"gapscope: error: nsys 2024.1.1.59 at {old} is too old (gapscope needs 2024.2 or newer "
+        "to capture and export SQLite): install a newer Nsight Systems or set NSYS\n"))
+    use_env(monkeypatch, make_env(tmp_path))
+    assert run_main(capsys, "usable") == (0, f"2025.3.2.0\n{FAKE}\n", (
+        f"gapscope: using nsys 2025.3.2.0 at {FAKE} (newest of 1 found)\n"))
+
+
 def test_the_capture_check_counts_the_ranges_the_reader_reads(tmp_path):
     from synth import Synth
 

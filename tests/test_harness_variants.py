@@ -18,6 +18,8 @@ BATCH, NEW = 4, 12
 EOS = 50256  # GPT-2's <|endoftext|>: its BOS and EOS
 # uniform:4-9 with stop seed 0 draws these steps (torch's seeded CPU generator):
 UNIFORM_STOPS = [6, 7, 9, 4]
+# torch.compile without inductor's C++ code (tests/conftest.py); the GPU suite runs inductor.
+pytestmark = pytest.mark.usefixtures("compile_without_codegen")
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +105,8 @@ def test_own_gpt2_step_gives_kv_tokens(tiny, reference):
 
 
 def test_own_gpt2_step_compiled_gives_kv_tokens(tiny, reference):
-    # What `graphed --compile default` captures: the same step with inductor's fused kernels.
+    # What `graphed --compile default` captures: the same step, compiled (on the GPU, inductor's
+    # fused kernels).
     result = own_step_eager(tiny, compile="default")
     assert torch.equal(result["tokens"], reference["tokens"])
 

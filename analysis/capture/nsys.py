@@ -247,12 +247,12 @@ def check_gpu() -> dict:
 
 # --- scripts/lib.sh's entry: one question a call, answered as the scripts print it -----------
 
-USAGE = ("usage: python -m analysis.capture.nsys find | version NSYS | require NSYS | "
+USAGE = ("usage: python -m analysis.capture.nsys find | usable | version NSYS | require NSYS | "
          "capture-flags TRACE [GRAPH_TRACE [FUNCTIONS_JSON]] | metrics-flags DEVICE HZ")
 
 
-def _found() -> int:
-    """Prints the nsys to use; which one and why (and what was skipped) on stderr."""
+def _find_saying() -> Nsys:
+    """find_nsys, saying on stderr which nsys and why (and what was skipped)."""
     notes: list = []
     try:
         found = find_nsys(notes)
@@ -260,7 +260,20 @@ def _found() -> int:
         for note in notes:
             print(f"gapscope: {note}", file=sys.stderr)
     print(f"gapscope: {found.note}", file=sys.stderr)
-    print(found.path)
+    return found
+
+
+def _found() -> int:
+    """Prints the nsys to use."""
+    print(_find_saying().path)
+    return 0
+
+
+def _usable() -> int:
+    """find, then require: prints the version, then the path, of an nsys new enough."""
+    found = _find_saying()
+    require_version(found)
+    print(f"{found.version}\n{found.path}")
     return 0
 
 
@@ -274,6 +287,7 @@ def _lines(*lines: str | None) -> int:
 
 COMMANDS = {
     ("find", 0): _found,
+    ("usable", 0): _usable,
     ("version", 1): lambda nsys: _lines(nsys_version(nsys)),
     ("require", 1): lambda nsys: require_version(Nsys(nsys, nsys_version(nsys) or "", "")),
     ("capture-flags", 1): lambda trace: _lines(*capture_flags(trace)),

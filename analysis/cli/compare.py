@@ -92,10 +92,13 @@ def stored(db_path, where) -> list:
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for report.md, its PNGs and summary.json.")
+@click.option("--show", is_flag=True,
+              help="Also print each run's analysis, as `analyze` prints it (one reading of "
+                   "each capture for both).")
 @perfetto_option
 @db_option
 @pattern_options
-def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, device):
+def report(traces, out_dir, show, perfetto, db_path, step_pattern, check_pattern, device):
     """Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: compare's
     tables (the hardware one too, for runs with GPU metrics), then each run's tables and figure.
     TRACE:REGEX analyses TRACE with its own steps pattern.
@@ -105,8 +108,9 @@ def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, devi
         gapscope report traces/*-static/ traces/*-pipelined/ -o out/report
         gapscope report traces/*-fused/ -o out/fused --perfetto out/fused/timeline.json
     """
+    # The traces are kept for the timeline, and for --show's first line (what made each).
     labels, per_run = inputs(traces, step_pattern, check_pattern, device,
-                             keep_trace=bool(perfetto))
+                             keep_trace=bool(perfetto) or show)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -136,6 +140,9 @@ def report(traces, out_dir, perfetto, db_path, step_pattern, check_pattern, devi
     write(lambda p: p.write_text(text), out / "report.md")
     write(lambda p: p.write_text(json.dumps(summaries, indent=1)), out / "summary.json")
     click.echo(f"gapscope: wrote {out / 'report.md'}", err=True)
+    if show:
+        for label, analyses in zip(labels, per_run, strict=True):
+            click.echo(report_mod.to_text(label, analyses, analyses[0].source))
     if db_path:
         store_runs(db_path, list(zip(labels, per_run, strict=True)))
 

@@ -12,7 +12,6 @@ from ..capture.profile import run_profile
 from ..capture.profile_request import DEFAULT_TWIN_RUNS, ProfileError, Request
 from ..capture.profile_twin import note
 from ..measures.steps import DEFAULT_CHECK_PATTERN
-from .analyze import analyze
 from .compare import report
 
 
@@ -86,8 +85,7 @@ def profile(ctx, **options):
     patterns = {"step_pattern": choice.pattern, "check_pattern": options["check_pattern"],
                 "device": None}
     try:
-        ctx.invoke(report, traces=(str(run),), out_dir=str(run), **patterns)
-        ctx.invoke(analyze, trace=str(run), **patterns)
+        ctx.invoke(report, traces=(str(run),), out_dir=str(run), show=True, **patterns)
     except click.ClickException as e:
         raise Failed(f"the analysis failed on {run}: {e.format_message()}", e.exit_code) from None
     steps = ("steps inferred" if choice.steps_from == "inferred" else f"{held['steps']} steps")
