@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.readers import load_trace
 from analysis.measures.steps import INFER
 from analysis.measures.summary import Options, analyze
+from analysis.readers import load_trace
 from analysis.readers.trace import KERNEL
 
 RUNS = Path(__file__).parent / "data" / "runs"

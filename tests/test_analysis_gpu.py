@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.readers import load_trace
 from analysis.measures.summary import analyze
+from analysis.readers import load_trace
 
 pytestmark = pytest.mark.gpu
 

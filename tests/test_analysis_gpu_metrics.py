@@ -12,9 +12,9 @@ from synth import SM, causes_trace, metrics_only_trace
 
 from analysis.cli import main
 from analysis.measures.gpu_metrics import Series
-from analysis.render.plots import analysis_figure, plot_analysis
-from analysis.readers import load_trace
 from analysis.measures.summary import analyze, analyze_metrics
+from analysis.readers import load_trace
+from analysis.render.plots import analysis_figure, plot_analysis
 
 DATA = Path(__file__).parent / "data"
 FUSED_METRICS = DATA / "runs" / "fused-metrics"

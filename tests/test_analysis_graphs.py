@@ -7,10 +7,10 @@ from pathlib import Path
 
 from synth import GRAPH_LAUNCH, Synth, causes_trace
 
-from analysis.readers import load_trace
-from analysis.render.report import to_markdown, to_text
 from analysis.measures.summary import analyze
+from analysis.readers import load_trace
 from analysis.readers.trace import GRAPH
+from analysis.render.report import to_markdown, to_text
 
 GRAPH_LEVEL_RUN = Path(__file__).parent / "data" / "runs" / "graphed-sync-graphlevel"
 

@@ -11,9 +11,9 @@ from synth_kineto import from_synth
 
 from analysis.cli import main
 from analysis.errors import TraceError
-from analysis.readers import load_trace
 from analysis.measures.steps import INFER
 from analysis.measures.summary import Options, analyze
+from analysis.readers import load_trace
 
 SYNC = "cudaStreamSynchronize_v3020"
 # One decode step: 8 launches (two layers of gemm + act between embed and the sampling), the

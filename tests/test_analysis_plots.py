@@ -4,8 +4,8 @@ a step or a gap."""
 import numpy as np
 import pandas as pd
 
-from analysis.render.plots import MAX_BARS, binned_parts, gap_histogram, step_bins
 from analysis.measures.summary import CAUSES
+from analysis.render.plots import MAX_BARS, binned_parts, gap_histogram, step_bins
 
 
 def test_steps_fall_in_runs_of_nearly_equal_size():

@@ -1,4 +1,5 @@
-"""analysis/measures/ranks.py on hand-built per-rank captures (tests/synth.py, rank_traces draws them)."""
+"""analysis/measures/ranks.py on hand-built per-rank captures (tests/synth.py, rank_traces
+draws them)."""
 
 import os
 import subprocess

@@ -10,8 +10,8 @@ import pytest
 from synth import Synth
 
 from analysis.errors import TraceError
-from analysis.readers import load_trace, nsys, nsys_ops
 from analysis.measures.summary import analyze
+from analysis.readers import load_trace, nsys, nsys_ops
 
 DATA_DIR = Path(__file__).parent / "data"
 

@@ -6,8 +6,8 @@ import pytest
 from synth import PID, TID, Synth, causes_trace
 
 from analysis.errors import TraceError
-from analysis.readers import load_trace
 from analysis.measures.summary import Options, analyze, median, p90
+from analysis.readers import load_trace
 from analysis.readers.trace import strip_api_suffix
 
 

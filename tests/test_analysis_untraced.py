@@ -12,8 +12,8 @@ from synth import causes_trace
 
 from analysis.cli import main
 from analysis.errors import TraceError
-from analysis.readers.untraced import FORMAT, read_untraced_steps
 from analysis.measures.untraced import per_step, untraced_summary
+from analysis.readers.untraced import FORMAT, read_untraced_steps
 
 DATA = Path(__file__).parent / "data"
 STATIC = DATA / "h200-eager-static-bs16.sqlite"

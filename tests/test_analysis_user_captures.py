@@ -9,9 +9,9 @@ import shutil
 import pytest
 from conftest import DATA_DIR
 
-from analysis.readers import load_trace
 from analysis.measures.steps import INFER
 from analysis.measures.summary import Options, analyze
+from analysis.readers import load_trace
 
 USER = DATA_DIR / "user"
 FORWARD = r"GPT2LMHeadModel\.forward$"

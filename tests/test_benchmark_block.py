@@ -1,5 +1,5 @@
-"""`python -m analysis.study.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says when,
-under what load, against which nsys, and the range of every output against nsys's time."""
+"""`python -m analysis.study.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says
+when, under what load, against which nsys, and the range of every output against nsys's time."""
 
 import golden
 

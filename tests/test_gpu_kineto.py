@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.readers import load_trace
 from analysis.measures.summary import analyze
+from analysis.readers import load_trace
 
 pytestmark = pytest.mark.gpu
 

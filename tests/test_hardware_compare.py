@@ -1,5 +1,5 @@
-"""`gapscope compare` of runs with GPU metrics (analysis/render/hardware.py): captures of metrics alone
-get the hardware table only, traced ones both tables; values worked out by hand."""
+"""`gapscope compare` of runs with GPU metrics (analysis/render/hardware.py): captures of metrics
+alone get the hardware table only, traced ones both tables; values worked out by hand."""
 
 import json
 

@@ -1,5 +1,5 @@
-"""analysis/measures/kernels.py: the class of each kernel name found in the study's captures, and the
-per-class table on a hand-made frame and on the graphed capture."""
+"""analysis/measures/kernels.py: the class of each kernel name found in the study's captures, and
+the per-class table on a hand-made frame and on the graphed capture."""
 
 from pathlib import Path
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from analysis.measures.kernels import classify, kernel_table, op_names
+from analysis.measures.summary import analyze
 from analysis.readers import load_trace
 from analysis.readers.nsys import read_full_names
-from analysis.measures.summary import analyze
 from analysis.readers.trace import KERNEL, MEMCPY
 
 GRAPHED = Path(__file__).parent / "data" / "runs" / "graphed" / "capture.sqlite"

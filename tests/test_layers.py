@@ -66,7 +66,7 @@ def graph() -> dict:
                 # `from analysis import errors` names the module analysis.errors
                 if target == "analysis" and name.count(".") >= 1:
                     target = unit(name)
-                if target and target != source and not (target == "analysis" and name == "analysis"):
+                if target and target != source and not (target == name == "analysis"):
                     edges.setdefault(source, set()).add(target)
     return edges
 

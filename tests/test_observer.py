@@ -1,6 +1,6 @@
-"""The profiler's share from an overhead.sh sweep (analysis/study/observer.py, analysis/study/overhead.py) and
-the RESULTS part `gapscope study --part observer` rewrites; built from the bundled captures with
-hand-made untraced files whose medians are worked out below."""
+"""The profiler's share from an overhead.sh sweep (analysis/study/observer.py,
+analysis/study/overhead.py) and the RESULTS part `gapscope study --part observer` rewrites; built
+from the bundled captures with hand-made untraced files whose medians are worked out below."""
 
 import json
 import shutil
@@ -10,9 +10,8 @@ import golden
 import pytest
 from click.testing import CliRunner
 
-from analysis.study import observer
-from analysis.study import overhead
 from analysis.cli.study import study as main
+from analysis.study import observer, overhead
 from analysis.study.results import PART_END, PART_START
 
 RUNS = Path(__file__).parent / "data" / "runs"

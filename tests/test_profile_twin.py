@@ -21,9 +21,9 @@ from test_profile_command import NOTHING, inproc, last_line
 from test_scripts import FIXTURE, export_without, nsys_calls, path_without_nsys, run_dirs
 
 from analysis.capture import hook
-from analysis.readers.untraced import FORMAT, read_untraced_steps
 from analysis.capture.step_functions import FORWARD_PATTERN
 from analysis.measures.untraced import per_traced_step
+from analysis.readers.untraced import FORMAT, read_untraced_steps
 
 PY = sys.executable
 FORWARD = "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel.forward"

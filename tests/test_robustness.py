@@ -14,12 +14,12 @@ import pytest
 from synth import metrics_only_trace
 
 from analysis import api
-from analysis.store import db
-from analysis.study import overhead
 from analysis.capture import profile
 from analysis.measures.gpu_metrics import with_step_metrics
-from analysis.readers import load_trace
 from analysis.measures.summary import with_idle_by_step
+from analysis.readers import load_trace
+from analysis.store import db
+from analysis.study import overhead
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

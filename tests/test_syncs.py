@@ -1,5 +1,6 @@
 """The syncs table: each blocking call inside the steps, by the Python line its mark names
-(analysis/measures/syncs.py), worked out by hand on tests/synth.py's syncs_trace and on small joins."""
+(analysis/measures/syncs.py), worked out by hand on tests/synth.py's syncs_trace and on small
+joins."""
 
 import json
 import sqlite3
@@ -11,10 +12,10 @@ from click.testing import CliRunner
 from synth import PID, TID, Synth, causes_trace, global_tid, syncs_trace
 
 from analysis.cli import main
-from analysis.readers import load_trace
-from analysis.render.report import to_markdown, to_text
 from analysis.measures.summary import Options, analyze
 from analysis.measures.syncs import COLUMNS, join_marks, outermost, parse_marks
+from analysis.readers import load_trace
+from analysis.render.report import to_markdown, to_text
 
 T = global_tid(PID, TID)
 

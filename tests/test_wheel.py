@@ -60,8 +60,9 @@ def test_the_wheel_holds_every_package_under_its_own_name(installed):
     _, names = installed
     packages = sorted({n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")})
     assert packages == ["gapscope/analysis", "gapscope/analysis/capture", "gapscope/analysis/cli",
-                        "gapscope/analysis/measures", "gapscope/analysis/readers", "gapscope/analysis/render",
-                        "gapscope/analysis/store", "gapscope/analysis/study", "gapscope/harness"]
+                        "gapscope/analysis/measures", "gapscope/analysis/readers",
+                        "gapscope/analysis/render", "gapscope/analysis/store",
+                        "gapscope/analysis/study", "gapscope/harness"]
     assert "gapscope/harness/inject/sitecustomize.py" in names
     assert not [n for n in names if n.startswith(("analysis/", "harness/", "tests/"))]
 
