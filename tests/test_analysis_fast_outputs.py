@@ -126,13 +126,20 @@ def test_scratch_files_carry_text_with_gaps_and_leave_nothing_behind(monkeypatch
                      streams=streams, syncs=empty_syncs())
     run = Run(trace, "synthetic")
     written = spy_scratch(monkeypatch)
+    # Scratch files go to a temporary directory of this test's own: another test process
+    # writing its own into the shared one cannot look like one left behind.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    made, mkstemp = [], tempfile.mkstemp
+    monkeypatch.setattr(tempfile, "mkstemp",
+                        lambda *a, **kw: made.append(out := mkstemp(*a, **kw)) or out)
     dumps = []
     for rows in (10**9, 0):
         monkeypatch.setattr(scratch_mod, "IMAGE_ROWS", rows)
         db = db_mod.open_db(tmp_path / f"{rows}.db")
-        before = set(Path(tempfile.gettempdir()).glob("gapscope-*.db"))
         db_mod.add_run(db, run, "synthetic", [analysis])
-        assert set(Path(tempfile.gettempdir()).glob("gapscope-*.db")) == before
+        assert list(scratch.iterdir()) == []
         assert db.conn.execute("PRAGMA database_list").fetchall()[0][1] == "main"
         assert len(db.conn.execute("PRAGMA database_list").fetchall()) <= 2  # main, temp
         assert db.conn.execute("SELECT name FROM temp.sqlite_master").fetchall() == []
@@ -140,6 +147,7 @@ def test_scratch_files_carry_text_with_gaps_and_leave_nothing_behind(monkeypatch
         dumps.append(dump(tmp_path / f"{rows}.db"))
     assert dumps[1] == dumps[0]
     assert written == [list(gaps.columns)]  # the steps' floats and the streams' NA are bound
+    assert [Path(path).parent for _, path in made] == [scratch]  # the one scratch file, gone
     assert [r[8:] for r in dumps[1]["gaps"]] == [
         ("integer", 1, "text", "sync", "text", "a"), ("integer", 0, "null", None, "null", None),
         ("integer", 1, "text", "host", "text", "b"), ("integer", 1, "text", "sync", "text", "é")]

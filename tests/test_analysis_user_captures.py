@@ -80,6 +80,10 @@ def test_two_threads_sharing_step_numbers_each_get_their_own_sequence(user):
     assert (s["period_ns"].dropna() >= 0).all() and s["period_ns"].notna().all()
     assert threads["period_ns"].median().to_dict() == {"python3 (1309)": 16479050,
                                                        "python3 (1310)": 17364006}
+    # The syncs name each thread as the steps do: its stop check, by the time it blocked.
+    assert a.syncs[["thread", "call", "calls"]].values.tolist() == [
+        ["python3 (1310)", "cudaStreamSynchronize", 60],
+        ["python3 (1309)", "cudaStreamSynchronize", 59]]
     # Inferred, each thread's steps and periods are those its NVTX ranges give.
     (i,) = analyze(trace, Options(step_pattern=INFER))
     assert i.summary["steps_inferred_by"] == "; ".join(

@@ -201,16 +201,17 @@ def run(*args):
 def test_json_csv_and_markdown_carry_the_table(path):
     out = json.loads(run("analyze", path, "--format", "json").output)
     assert out["syncs"][0] == {
-        "tid": T, "call": "cudaStreamSynchronize", "file": "/src/gen.py", "line": 41,
-        "function": "decode", "calls": 2, "calls_per_step": 1, "blocked_ns": 50,
+        "tid": T, "thread": "1001", "call": "cudaStreamSynchronize", "file": "/src/gen.py",
+        "line": 41, "function": "decode", "calls": 2, "calls_per_step": 1, "blocked_ns": 50,
         "blocked_ns_median": 25, "gpu_idle_after_ns": 30, "gpu_idle_in_call_ns": 10}
     assert out["syncs"][1]["line"] is None
     csv = run("analyze", path, "--format", "csv", "--table", "syncs").output.splitlines()
-    assert csv[0] == ("tid,call,file,line,function,calls,calls_per_step,blocked_ns,"
+    assert csv[0] == ("tid,thread,call,file,line,function,calls,calls_per_step,blocked_ns,"
                       "blocked_ns_median,gpu_idle_after_ns,gpu_idle_in_call_ns,device")
-    assert csv[1:] == [f"{T},cudaStreamSynchronize,/src/gen.py,41,decode,2,1.0,50,25.0,30,10,0",
-                       f"{T},cudaDeviceSynchronize,unknown,,unknown,1,0.5,18,18.0,15,8,0",
-                       f"{T},cudaMemcpy,/src/gen.py,57,check,1,0.5,15,15.0,15,5,0"]
+    assert csv[1:] == [
+        f"{T},1001,cudaStreamSynchronize,/src/gen.py,41,decode,2,1.0,50,25.0,30,10,0",
+        f"{T},1001,cudaDeviceSynchronize,unknown,,unknown,1,0.5,18,18.0,15,8,0",
+        f"{T},1001,cudaMemcpy,/src/gen.py,57,check,1,0.5,15,15.0,15,5,0"]
     md = run("analyze", path, "--format", "md").output
     (row,) = golden.table_rows(md, "cudaStreamSynchronize")
     assert row[0] == "/src/gen.py:41 in decode"

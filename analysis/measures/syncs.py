@@ -20,14 +20,16 @@ wait_ns), from `a` to the next op; gpu_idle_in_call_ns the part of them before t
 import numpy as np
 import pandas as pd
 
+from ..measures.steps import TID_MASK
+
 MARK_PREFIX = "gapscope.sync "
 UNKNOWN = "unknown"
-COLUMNS = ("tid", "call", "file", "line", "function", "calls", "calls_per_step", "blocked_ns",
-           "blocked_ns_median", "gpu_idle_after_ns", "gpu_idle_in_call_ns")
+COLUMNS = ("tid", "thread", "call", "file", "line", "function", "calls", "calls_per_step",
+           "blocked_ns", "blocked_ns_median", "gpu_idle_after_ns", "gpu_idle_in_call_ns")
 
 
 def empty_syncs() -> pd.DataFrame:
-    types = {"tid": np.int64, "call": object, "file": object, "line": "Int64",
+    types = {"tid": np.int64, "thread": object, "call": object, "file": object, "line": "Int64",
              "function": object, "calls": np.int64, "calls_per_step": np.float64,
              "blocked_ns": np.int64, "blocked_ns_median": np.float64,
              "gpu_idle_after_ns": np.int64, "gpu_idle_in_call_ns": np.int64}
@@ -214,6 +216,10 @@ def sync_table(blocking: pd.DataFrame, marks: pd.DataFrame, steps: pd.DataFrame,
         gpu_idle_after_ns=("gpu_idle_after_ns", "sum"),
         gpu_idle_in_call_ns=("gpu_idle_in_call_ns", "sum")).reset_index()
     per_thread = steps.groupby("tid").size()
+    # The thread as the steps name it (steps.thread_labels); the OS thread id where they do not.
+    labels = (dict(zip(steps["tid"], steps["thread"], strict=True)) if "thread" in steps.columns
+              else {})
+    table["thread"] = [labels.get(t, str(int(t) & TID_MASK)) for t in table["tid"]]
     table["calls_per_step"] = table["calls"] / per_thread.reindex(table["tid"]).to_numpy()
     table["line"] = pd.array(table["line"].astype(np.int64), dtype="Int64")
     table.loc[table["line"] < 0, "line"] = pd.NA

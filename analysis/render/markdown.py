@@ -13,7 +13,6 @@ from ..render.text import (
     UNKNOWN,
     by_thread,
     ms_from_ns,
-    os_thread,
     pct,
     pct_value,
     share_text,
@@ -178,7 +177,7 @@ def md_syncs(a) -> str:
     threads = syncs["tid"].nunique() > 1
     header = [*(["thread"] if threads else []), "call", "where", "calls", "/step",
               "blocked µs", "median µs", "GPU idle after µs", "in call µs"]
-    rows = [[*([os_thread(row.tid)] if threads else []), row.call, sync_where(row), row.calls,
+    rows = [[*([row.thread] if threads else []), row.call, sync_where(row), row.calls,
              f"{row.calls_per_step:.2f}", f"{row.blocked_ns / 1e3:.1f}",
              f"{row.blocked_ns_median / 1e3:.1f}", f"{row.gpu_idle_after_ns / 1e3:.1f}",
              f"{row.gpu_idle_in_call_ns / 1e3:.1f}"]

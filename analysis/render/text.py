@@ -222,11 +222,6 @@ def sync_where(row) -> str:
     return f"{short_path(row.file)}:{row.line} in {row.function}"
 
 
-def os_thread(tid: int) -> int:
-    """The OS thread id of a globalTid (pid << 24 | tid, as both readers write it)."""
-    return int(tid) & 0xFFFFFF
-
-
 def _fit(indent: str, text: str) -> str:
     """indent + text in TEXT_WIDTH columns, a long path cut from its start ("…" for it)."""
     room = TEXT_WIDTH - len(indent)
@@ -245,7 +240,7 @@ def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
     threads = syncs["tid"].nunique() > 1
     for row in syncs.head(SYNC_SITES_SHOWN).itertuples(index=False):
         thread_steps = row.calls / row.calls_per_step
-        thread = f", thread {os_thread(row.tid)}" if threads else ""
+        thread = f", thread {row.thread}" if threads else ""
         lines += [_fit("    ", sync_where(row) + thread),
                   f"      {row.call} {row.calls_per_step:.2f}/step: "
                   f"{us_from_ns(row.blocked_ns_median)} blocked (median), "
