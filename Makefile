@@ -17,8 +17,9 @@ DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-
 
 # Python keeps each module it compiles (__pycache__): on a machine that sets
 # PYTHONDONTWRITEBYTECODE every process would compile torch and transformers again (importing
-# them: 16 s instead of 6.5 here). Compiled as first imported rather than all at set-up
-# (compileall on both cores: 23 s), they cost `make test` on a fresh clone about 14 s.
+# them: 16 s instead of 6.5 here). Compiled as first imported rather than all ahead at set-up
+# (compileall on both cores: 23 s), they cost the first `make test` about as much, and only the
+# modules something imports.
 unexport PYTHONDONTWRITEBYTECODE
 
 ifdef NO_VENV
@@ -50,7 +51,7 @@ $(VENV)/.analysis: $(VENV)/bin/python pyproject.toml
 	@touch $@
 
 # One resolution. In a venv with no torch, by uv (pip-installed into the venv first): it fetches
-# and unpacks in parallel, about 10 s where pip takes 40. uv does not see a torch from
+# and unpacks in parallel: 12 s here, uv's own install included, where pip took 41. uv does not see a torch from
 # --system-site-packages and would fetch another over it, so a venv that has one (and any
 # machine where uv does not install, or fails) takes pip, torch left out where there is one.
 # Nothing is byte-compiled here: each module is compiled when first imported, and kept (below).

@@ -20,7 +20,7 @@ wait_ns), from `a` to the next op; gpu_idle_in_call_ns the part of them before t
 import numpy as np
 import pandas as pd
 
-from ..measures.steps import TID_MASK
+from ..measures.steps import thread_labels
 
 MARK_PREFIX = "gapscope.sync "
 UNKNOWN = "unknown"
@@ -216,10 +216,10 @@ def sync_table(blocking: pd.DataFrame, marks: pd.DataFrame, steps: pd.DataFrame,
         gpu_idle_after_ns=("gpu_idle_after_ns", "sum"),
         gpu_idle_in_call_ns=("gpu_idle_in_call_ns", "sum")).reset_index()
     per_thread = steps.groupby("tid").size()
-    # The thread as the steps name it (steps.thread_labels); the OS thread id where they do not.
+    # The thread as the steps name it (their `thread`; without one, as they would).
     labels = (dict(zip(steps["tid"], steps["thread"], strict=True)) if "thread" in steps.columns
-              else {})
-    table["thread"] = [labels.get(t, str(int(t) & TID_MASK)) for t in table["tid"]]
+              else thread_labels(steps["tid"], {}))
+    table["thread"] = table["tid"].map(labels).astype(object)
     table["calls_per_step"] = table["calls"] / per_thread.reindex(table["tid"]).to_numpy()
     table["line"] = pd.array(table["line"].astype(np.int64), dtype="Int64")
     table.loc[table["line"] < 0, "line"] = pd.NA
