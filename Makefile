@@ -46,8 +46,10 @@ $(VENV)/bin/python:
 	  $(PYTHON) -m venv --system-site-packages $(VENV); \
 	else $(PYTHON) -m venv $(VENV); fi
 
+# The analysis alone, by uv where it installs (below), else pip; no torch either way.
 $(VENV)/.analysis: $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install -qq -e .
+	@if $(PY) -m pip install -qq uv 2>/dev/null && $(VENV)/bin/uv pip install -q --python $(PY) -e .; \
+	then :; else $(PY) -m pip install -qq -e .; fi
 	@touch $@
 
 # One resolution. In a venv with no torch, by uv (pip-installed into the venv first): it fetches
