@@ -17,7 +17,7 @@ DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-
 
 # Python keeps each module it compiles (__pycache__): on a machine that sets
 # PYTHONDONTWRITEBYTECODE every process would compile torch and transformers again (importing
-# them: 16 s instead of 6.5 here). Compiled as first imported rather than all ahead at set-up
+# them: 16-19 s instead of 6.5 here). Compiled as first imported rather than all ahead at set-up
 # (compileall on both cores: 23 s), they cost the first `make test` about as much, and only the
 # modules something imports.
 unexport PYTHONDONTWRITEBYTECODE
