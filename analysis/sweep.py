@@ -10,7 +10,7 @@ from pathlib import Path
 from . import api
 from .errors import TraceError
 from .measures.summary import Options
-from .readers.runs import GZIPPED_TRACE_NAME, KINETO_NAMES, TRACE_NAME, is_run_dir
+from .readers.runs import KINETO_NAMES, TRACE_NAME, TRACE_NAMES, is_run_dir
 
 # From this many runs on, progress is shown even when they were named one by one.
 PROGRESS_FROM = 8
@@ -56,7 +56,7 @@ def run_dirs(root: Path) -> list:
     assembled from links), never looking inside a run directory."""
     found = []
     for here, subdirs, files in os.walk(root, followlinks=True):
-        if any(n in files for n in (TRACE_NAME, GZIPPED_TRACE_NAME, *KINETO_NAMES)):
+        if any(n in files for n in (*TRACE_NAMES, *KINETO_NAMES)):
             found.append(Path(here))
             subdirs.clear()
         subdirs.sort()

@@ -128,7 +128,7 @@ def _config_key(run) -> str:
     config = run.info.get("config")
     if not isinstance(config, dict):
         return f"label:{run.label}"
-    profiler = "nsys" if run.trace_path.suffix == ".sqlite" else "kineto"
+    profiler = "nsys" if ".sqlite" in run.trace_path.name else "kineto"
     return repr([profiler, *sorted((k, str(v)) for k, v in config.items() if k != "out")])
 
 

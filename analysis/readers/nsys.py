@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from ..readers.compressed import compression, holds_sqlite, plain
 from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
 from ..readers.nsys_ops import (
     OP_TABLES,
@@ -47,10 +48,16 @@ REQUIRED_TABLES = {
 }
 
 def _connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the export at path (compressed or not: readers.compressed)."""
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
+    kind = compression(path)
+    if kind is not None and not holds_sqlite(path, kind):
+        raise TraceError(f"{path}: a {kind} file that holds no SQLite export; export the "
+                         ".nsys-rep with `nsys export --type sqlite` (gzipped or xz'd as it is)")
+    real = plain(path)
     try:
-        with open(path, "rb") as f:
+        with open(real, "rb") as f:
             header = f.read(16)
     except OSError as e:
         raise TraceError(f"{path}: cannot read it ({e.strerror})") from None
@@ -61,11 +68,12 @@ def _connect(path: Path) -> sqlite3.Connection:
             f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite` "
             "(a torch.profiler trace is read from its .json or .json.gz)"
         )
-    return sqlite3.connect(_uri(path), uri=True)
+    return sqlite3.connect(_uri(real), uri=True)
 
 
 def _uri(path: Path) -> str:
-    return f"{path.resolve().as_uri()}?mode=ro"
+    """The read-only URI of the export's plain copy (the file itself where not compressed)."""
+    return f"{plain(path).resolve().as_uri()}?mode=ro"
 
 
 def _tables(con: sqlite3.Connection) -> set:

@@ -8,8 +8,10 @@ from ..errors import TraceError
 from ..readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
-# The export gzipped, read as it is (readers.load_gzipped_export), where no plain one is.
-GZIPPED_TRACE_NAME = TRACE_NAME + ".gz"
+# The export compressed, read as it is (readers.compressed), where no plain one is: committed
+# run directories keep theirs xz'd.
+COMPRESSED_TRACE_NAMES = (TRACE_NAME + ".xz", TRACE_NAME + ".gz")
+TRACE_NAMES = (TRACE_NAME, *COMPRESSED_TRACE_NAMES)
 # A torch.profiler capture of the run (scripts/profile.sh --kineto), used where no export is.
 KINETO_NAMES = ("kineto.json.gz", "kineto.json")
 RUN_INFO_NAME = "run.json"
@@ -51,14 +53,22 @@ def is_run_dir(directory: Path) -> bool:
     """A directory that holds a trace (or the capture to export one from): what find_trace
     takes, as opposed to a directory of run directories."""
     return (any(directory.glob("*.sqlite")) or any(directory.glob("*.sqlite.gz"))
+            or any(directory.glob("*.sqlite.xz"))
             or any((directory / n).is_file() for n in KINETO_NAMES)
             or (directory / "capture.nsys-rep").is_file())
 
 
+def trace_in(directory: Path) -> Path | None:
+    """The run directory's export: capture.sqlite, else capture.sqlite.xz or .gz; None."""
+    return next((directory / n for n in TRACE_NAMES if (directory / n).is_file()), None)
+
+
 def find_trace(directory: Path) -> Path:
-    if (directory / TRACE_NAME).is_file():
-        return directory / TRACE_NAME
-    found = sorted(directory.glob("*.sqlite")) or sorted(directory.glob("*.sqlite.gz"))
+    named = trace_in(directory)
+    if named is not None:
+        return named
+    found = (sorted(directory.glob("*.sqlite")) or sorted(directory.glob("*.sqlite.xz"))
+             or sorted(directory.glob("*.sqlite.gz")))
     if len(found) == 1:
         return found[0]
     if not found:
@@ -81,7 +91,7 @@ def find_trace(directory: Path) -> Path:
 
 
 # What a trace's name ends with, left out of its label (`torchprof.json.gz` is `torchprof`).
-TRACE_SUFFIXES = (".sqlite.gz", ".json.gz", ".sqlite", ".json", ".gz")
+TRACE_SUFFIXES = (".sqlite.gz", ".sqlite.xz", ".json.gz", ".sqlite", ".json", ".gz", ".xz")
 
 
 def trace_stem(path: Path) -> str:
@@ -103,7 +113,7 @@ def resolve_run(arg: str) -> Run:
         home = path
     else:
         trace = path
-        in_run = path.name in (TRACE_NAME, GZIPPED_TRACE_NAME, *KINETO_NAMES)
+        in_run = path.name in (*TRACE_NAMES, *KINETO_NAMES)
         info = _read_info(path.parent / RUN_INFO_NAME) if in_run else {}
         stem = path.parent.resolve().name if in_run else trace_stem(path)
         home = path.parent if in_run else None
@@ -132,7 +142,7 @@ def unique_labels(runs: list) -> list:
     for run, label in zip(runs, labels, strict=True):
         if labels.count(label) > 1:
             where = run.trace_path.resolve()
-            home = where.parent.name if where.name in (TRACE_NAME, GZIPPED_TRACE_NAME) \
+            home = where.parent.name if where.name in TRACE_NAMES \
                 else trace_stem(where)
             label = f"{label} ({home})"
         tagged.append(label)

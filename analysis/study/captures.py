@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..measures.summary import Options
+from ..readers.runs import TRACE_NAMES
 from ..readers.trace import KERNEL
 from ..study.text import fmt_ms
 from ..sweep import open_all
@@ -17,7 +18,7 @@ from ..sweep import open_all
 # share their captures (several parts read one), each analysed once; a changed file is analysed
 # again.
 _ANALYSED: dict = {}
-STAMPED = ("capture.sqlite", "run.json", "untraced_steps.json", "untraced.json")
+STAMPED = (*TRACE_NAMES, "run.json", "untraced_steps.json", "untraced.json")
 
 
 def _stamp(path: Path) -> tuple:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..readers.runs import trace_in
 from ..render.markdown import frame_md_table
 from ..study.benches import LADDER, model_text, read_bench
 from ..study.captures import capture_rows
@@ -48,7 +49,7 @@ def family_captures(study: Path) -> list:
     found = {}
     for d in sorted((study / "capture").glob("*Z-*-b*")):
         m = CAPTURE.search(d.name)
-        if m and (d / "capture.sqlite").is_file():
+        if m and trace_in(d) is not None:
             found[(m["name"], int(m["batch"]))] = d
     return [(name, batch, d) for (name, batch), d in found.items()]
 

@@ -15,6 +15,7 @@ import pandas as pd
 from ..errors import TraceError
 from ..measures.stats import median
 from ..measures.untraced import untraced_summary
+from ..readers.runs import trace_in
 from ..readers.untraced import read_untraced_steps
 from ..study.overhead import process_ms, variant_dirs
 from ..study.text import fmt_ms
@@ -41,7 +42,7 @@ def sweep(root: Path) -> pd.DataFrame:
     from ..study.captures import analysed
 
     captures = [vdir / level for _, vdir in variant_dirs(root) for level in CAPTURE_LEVELS
-                if (vdir / level / "capture.sqlite").is_file()]
+                if trace_in(vdir / level) is not None]
     try:
         analysed(captures, progress=len(captures) > 1)  # in parallel, once
     except TraceError:
@@ -57,7 +58,7 @@ def sweep(root: Path) -> pd.DataFrame:
                "untraced_period_ns": twin.get("period_ns_median"),
                "twin_runs": twin.get("runs", 0)}
         for level in CAPTURE_LEVELS:
-            if not (vdir / level / "capture.sqlite").is_file():
+            if trace_in(vdir / level) is None:
                 continue
             try:
                 a, run = analyse_run(vdir / level)

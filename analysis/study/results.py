@@ -16,6 +16,7 @@ import pandas as pd
 from ..measures.floor_bytes import class_bytes, recorded_bytes_per_step, run_step_bytes
 from ..measures.kernels import kernel_table, op_names, step_row
 from ..readers.nsys import read_full_names
+from ..readers.runs import trace_in
 from ..render.markdown import frame_md_table
 from ..render.plots import plot_analysis, plot_bubbles
 from ..study import observer, observer_text
@@ -51,7 +52,7 @@ def captures(study: Path) -> dict:
         return {d.relative_to(study).as_posix(): d for d in run_dirs(study)}
     found = {}
     for d in sorted((study / "capture").glob("*Z-*")):
-        if (d / "capture.sqlite").is_file():
+        if trace_in(d) is not None:
             found[d.name.split("Z-", 1)[1]] = d
     return found
 
