@@ -160,7 +160,9 @@ BAD_MESSAGES = {
     "garbled": "unreadable SQLite",
     "other-program": "not an Nsight Systems export (no StringIds table)",
     "truncated": "the file is damaged or truncated; export it again",
-    "no-nvtx": "no NVTX_EVENTS table: profile with `nsys profile --trace=cuda,nvtx`",
+    # No NVTX at all is no error: the steps are inferred, and this trace has too few launches.
+    "no-nvtx": "no step ranges, and no repeating structure to infer steps from (thread 1001, 5 "
+               "launches: too few launches)",
     "no-runtime": "no CUPTI_ACTIVITY_KIND_RUNTIME table: profile with `nsys profile --trace=cuda",
     "no-kernels": "no GPU operations (no CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY, _MEMSET or "
                    "_GRAPH_TRACE table)",

@@ -84,6 +84,15 @@ def test_an_eager_loop_gets_a_step_per_repeat_after_its_sync(tmp_path):
     assert m["unattributed_ops"] == 12
 
 
+def test_a_capture_with_no_nvtx_table_at_all_gets_the_same_inferred_steps(tmp_path):
+    # `nsys profile --trace=cuda` of an un-annotated program: the export has no NVTX_EVENTS.
+    path = eager_loop().write(tmp_path / "plain.sqlite", drop=("NVTX_EVENTS",))
+    (a,) = analyze(load_trace(path))
+    (b,) = analyse(tmp_path, eager_loop())
+    assert a.steps.equals(b.steps) and a.summary == b.summary
+    assert list(a.steps["cpu_start"]) == [1000, 1200, 1400, 1600, 1800]
+
+
 def test_steps_infer_sets_the_step_ranges_aside(tmp_path):
     t = eager_loop()
     t.range("Step 1", 900, 2100)  # one range over the whole loop

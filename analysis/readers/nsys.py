@@ -26,6 +26,7 @@ from ..readers.trace import (
     GRAPH_LAUNCH_CALLS,
     Trace,
     empty_calls,
+    empty_marks,
     strip_api_suffix,
 )
 
@@ -41,9 +42,11 @@ NVTX_MARK = 34
 
 RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
+# NVTX_EVENTS is not required: an un-annotated program profiled with `--trace=cuda` (or with
+# nvtx traced and none emitted) has no such table, and its steps are inferred from the trace.
+NVTX_TABLE = "NVTX_EVENTS"
 REQUIRED_TABLES = {
     "StringIds": "every nsys export has it: is this file a SQLite export of Nsight Systems?",
-    "NVTX_EVENTS": "profile with `nsys profile --trace=cuda,nvtx` and mark the steps with NVTX",
     "CUPTI_ACTIVITY_KIND_RUNTIME": "profile with `nsys profile --trace=cuda,nvtx`",
 }
 
@@ -155,7 +158,11 @@ WHERE e.eventType IN ({types}) AND e.end IS NOT NULL
 """
 
 
-def read_ranges(con: sqlite3.Connection) -> pd.DataFrame:
+def read_ranges(con: sqlite3.Connection, tables: set) -> pd.DataFrame:
+    """The closed NVTX ranges: start, end, tid, name; none where the export has no NVTX table."""
+    if NVTX_TABLE not in tables:
+        return pd.DataFrame({"start": pd.Series(dtype=np.int64), "end": pd.Series(dtype=np.int64),
+                             "tid": pd.Series(dtype=np.int64), "name": pd.Series(dtype=object)})
     has_text_id = "textId" in table_columns(con, "NVTX_EVENTS")
     sql = RANGES_SQL.format(
         name="COALESCE(e.text, s.value)" if has_text_id else "e.text",
@@ -191,8 +198,10 @@ WHERE e.eventType = {mark}
 """
 
 
-def read_marks(con: sqlite3.Connection) -> pd.DataFrame:
-    """The NVTX marks: start, tid, name ("" where a mark has no message)."""
+def read_marks(con: sqlite3.Connection, tables: set) -> pd.DataFrame:
+    """The NVTX marks: start, tid, name ("" where a mark has no message); none without NVTX."""
+    if NVTX_TABLE not in tables:
+        return empty_marks()
     has_text_id = "textId" in table_columns(con, "NVTX_EVENTS")
     sql = MARKS_SQL.format(
         name="COALESCE(e.text, s.value)" if has_text_id else "e.text",
@@ -228,9 +237,9 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
             schema_version=_schema_version(con, tables),
             ops=read_ops(con, _uri(path), kinds, parallel_min_ops) if kinds else empty_ops(),
             blocking=blocking,
-            ranges=read_ranges(con),
+            ranges=read_ranges(con, tables),
             strings=strings,
-            marks=read_marks(con),
+            marks=read_marks(con, tables),
             graph_launches=graph_launches,
             gpu_metrics=metrics,
             dram_peaks=read_dram_peaks(con, tables, sorted(metrics["device"].unique())),
