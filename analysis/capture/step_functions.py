@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ..measures.steps import FORWARD_STEP_PATTERN
+
 FUNCTIONS_FILE = "functions.json"
 SPEC = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
 # transformers' causal LMs: `class LlamaForCausalLM(...)`, `class GPT2LMHeadModel(...)`.
@@ -29,8 +31,8 @@ CAUSAL_LM_CLASS = re.compile(r"^class (\w+(?:ForCausalLM|LMHeadModel))\(", re.M)
 # The end of a class body: the next line that starts in column 0 (a `)` closes its header).
 TOP_LEVEL = re.compile(r"^[^\s#)\]]", re.M)
 OWN_FORWARD = re.compile(r"^    def forward\(", re.M)
-# The NVTX ranges nsys names after those forwards.
-FORWARD_PATTERN = r"^transformers\.models\.[\w.]+\.\w+(?:ForCausalLM|LMHeadModel)\.forward$"
+# The NVTX ranges nsys names after those forwards (the analysis finds them by itself too).
+FORWARD_PATTERN = FORWARD_STEP_PATTERN
 PROBE_TIMEOUT_S = 60
 
 

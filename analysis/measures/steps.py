@@ -26,6 +26,10 @@ DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
 DEFAULT_CHECK_PATTERN = r"^Check Stop Condition$"
 # torch.profiler's prof.step() marks its steps so: read when the default pattern matches nothing.
 PROFILER_STEP_PATTERN = r"^ProfilerStep#(\d+)$"
+# The forward of a transformers causal LM, as nsys's Python function trace names its calls
+# (`gapscope profile` traces them in every capture): a generate() loop's steps, the prefill's
+# first. Read when the default pattern and ProfilerStep#N match nothing.
+FORWARD_STEP_PATTERN = r"^transformers\.models\.[\w.]+\.\w+(?:ForCausalLM|LMHeadModel)\.forward$"
 # `--steps infer`: the steps from the trace itself, whatever ranges it has.
 INFER = "infer"
 # nsys's Python function tracing names a range by the function's qualified name,
@@ -73,13 +77,16 @@ def is_function_trace(steps: pd.DataFrame) -> bool:
 
 def match_steps(ranges: pd.DataFrame, pattern: str) -> tuple:
     """(the step ranges, where they came from: "nvtx", "function" or "profiler_step"); with the
-    default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N` ranges instead.
+    default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N` ranges instead, else
+    the function trace's ranges of transformers' causal-LM forwards.
     Function-trace ranges are numbered 1, 2, ... by their order within their thread (their
     names carry no number). Empty where nothing matches."""
     steps = match_ranges(ranges, compile_pattern(pattern, "--steps"))
     source = "nvtx"
     if steps.empty and pattern == DEFAULT_STEP_PATTERN:
         steps, source = match_ranges(ranges, re.compile(PROFILER_STEP_PATTERN)), "profiler_step"
+    if steps.empty and pattern == DEFAULT_STEP_PATTERN:
+        steps = match_ranges(ranges, re.compile(FORWARD_STEP_PATTERN))
     if is_function_trace(steps):
         steps["index"] = steps.groupby("tid", sort=False).cumcount().to_numpy() + 1
         source = "function"
