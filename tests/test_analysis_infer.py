@@ -11,6 +11,7 @@ from synth_kineto import from_synth
 
 from analysis.cli import main
 from analysis.errors import TraceError
+from analysis.measures.infer import launch_table, sequence_steps
 from analysis.measures.steps import INFER
 from analysis.measures.summary import Options, analyze
 from analysis.readers import load_trace
@@ -221,7 +222,10 @@ def test_no_repeating_structure_is_one_line_and_exit_2(tmp_path):
     assert "\n" not in message
     assert message.startswith(f"{path}: no step ranges, and no repeating structure to infer "
                               f"steps from (thread {TID}, 300 launches: no unit of launches "
-                              "repeats 3 times with 90% of its ops the same over 25% of them)")
+                              "repeats 3 times with 90% of its ops the same over 25% of them; "
+                              "too few blocking calls to cut steps at; no op launched once a step "
+                              "whose 3 steps in a row have 75% of their ops alike over 25% of the "
+                              "launches)")
     result = CliRunner().invoke(main, ["analyze", str(path)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "no repeating structure" in result.output
@@ -377,3 +381,101 @@ def test_a_layers_ops_repeating_within_a_step_do_not_make_the_step(tmp_path):
     assert list(a.steps["ops"]) == [33] * 6
     assert a.summary["steps_inferred_by"] == (
         "repeating sequence of 33 launches (100% the same), phase at the largest host gap")
+
+
+# --- a loop whose launches change with its shape -----------------------------------------------
+
+# One layer of a no-KV loop, by regime as the sequence grows: cuBLAS's split-K on the down
+# projection (and its reduce kernel) early, then a plain GEMM, then another GEMM for QKV and O,
+# then attention split in two (its combine kernel).
+LAYERS = {
+    "splitk": ("norm", "gemm_a", "rope", "attn", "gemm_a", "add", "norm", "gemm_a", "act",
+               "gemm_splitk", "splitk_reduce", "add"),
+    "plain": ("norm", "gemm_a", "rope", "attn", "gemm_a", "add", "norm", "gemm_a", "act",
+              "gemm_a", "add"),
+    "wide": ("norm", "gemm_b", "rope", "attn", "gemm_b", "add", "norm", "gemm_a", "act",
+             "gemm_a", "add"),
+    "combine": ("norm", "gemm_b", "rope", "attn", "attn_combine", "gemm_b", "add", "norm",
+                "gemm_a", "act", "gemm_a", "add"),
+}
+
+
+def growing_loop(regimes: list, sync: bool = True) -> Synth:
+    """Set-up (3 launches) and a prefill (8, its sync), then a step per regime at 1000 + 400k:
+    embed, two layers of that regime, softmax, multinomial, the copy, then the sync (launches
+    10 ns apart; the sync 10 ns after the copy, 70 ns long); a launch after the loop.
+
+    steps  splitk: 28 launches | plain: 26 | wide: 26 (4 GEMMs renamed) | combine: 28
+    """
+    t = Synth()
+    for j in range(3):
+        t.launch(10 * j, 10 * j + 2, 10 * j + 5, 10 * j + 8, name="init")
+    launch_step(t, PREFILL, 100, sync=sync)
+    for k, regime in enumerate(regimes):
+        names = ("embed", *LAYERS[regime] * 2, "softmax", "multinomial", "[copy]")
+        at = 1000 + 400 * k
+        for j, name in enumerate(names):
+            kind = "memcpy" if name == "[copy]" else "kernel"
+            t.launch(at + 10 * j, at + 10 * j + 2, at + 10 * j + 5, at + 10 * j + 8, kind=kind,
+                     name=name)
+        if sync:
+            t.call(SYNC, at + 10 * len(names) + 10, at + 10 * len(names) + 80)
+    end = 1000 + 400 * len(regimes)
+    t.launch(end, end + 2, end + 5, end + 8, name="post")
+    return t
+
+
+def test_a_loop_whose_kernels_change_with_the_step_gets_a_step_per_blocking_call(tmp_path):
+    # No unit repeats 3 times position by position (each regime runs twice; the renamed GEMMs
+    # are 4 of 26 positions): the steps are cut at each sync. Alike: 24/28 (split-K dropped),
+    # 22/26 (GEMMs renamed), 26/28 (combine added), 100% within a regime.
+    (a,) = analyse(tmp_path, growing_loop(["splitk"] * 2 + ["plain"] * 2 + ["wide"] * 2
+                                          + ["combine"] * 2))
+    s = a.steps
+    assert list(s["step"]) == list(range(1, 9))
+    assert list(s["cpu_start"]) == [1000 + 400 * k for k in range(8)]
+    assert list(s["cpu_end"]) == [1000 + 400 * k for k in range(1, 9)]
+    assert list(s["ops"]) == [28, 28, 26, 26, 26, 26, 28, 28]
+    assert a.summary["steps_inferred_by"] == (
+        "steps between blocking calls (each cudaStreamSynchronize): 26 to 28 launches, 85% or "
+        "more of each step's ops alike the next's")
+    # Set-up (3), prefill (8) and the launch after the loop: outside the steps.
+    assert a.summary["unattributed_ops"] == 12
+
+
+def test_the_steps_between_blocking_calls_win_where_a_repeating_unit_holds_a_stretch(tmp_path):
+    # A unit of 26 launches repeats over the `plain` and `wide` steps, in 2 stretches (6 steps,
+    # 156 of 336 launches); the steps between syncs hold 324, over 1.5 times as many.
+    t = growing_loop(["splitk"] * 2 + ["plain"] * 4 + ["wide"] * 2 + ["combine"] * 4)
+    trace = load_trace(t.write(tmp_path / "g.sqlite"))
+    launches = launch_table(trace.ops, trace.graph_launches)
+    unit, _ = sequence_steps(launches, trace.blocking.sort_values("start"))
+    assert (len(unit), int((unit[:, 1] - unit[:, 0]).sum())) == (6, 156)
+    (a,) = analyze(trace)
+    assert list(a.steps["cpu_start"]) == [1000 + 400 * k for k in range(12)]
+    assert a.summary["steps_inferred_by"].startswith("steps between blocking calls")
+
+
+def test_without_a_blocking_call_the_steps_run_from_one_launch_of_an_op_to_the_next(tmp_path):
+    # embed, softmax, multinomial and the copy are launched once a step, evenly; embed comes
+    # after the host's longest wait (the loop's own Python, ~120 ns against 8): the steps start
+    # there. The last step has no embed after it: it is in no step.
+    t = growing_loop(["splitk"] * 2 + ["plain"] * 2 + ["wide"] * 2 + ["combine"] * 2, sync=False)
+    (a,) = analyse(tmp_path, t)
+    assert list(a.steps["cpu_start"]) == [1000 + 400 * k for k in range(7)]
+    assert list(a.steps["ops"]) == [28, 28, 26, 26, 26, 26, 28]
+    assert a.summary["steps_inferred_by"] == (
+        "steps from one launch of embed to the next (no blocking call): 26 to 28 launches, 85% "
+        "or more of each step's ops alike the next's")
+
+
+def test_random_kernels_between_syncs_are_no_steps(tmp_path):
+    rng = random.Random(3)
+    t = Synth()
+    for j in range(300):
+        t.launch(10 * j, 10 * j + 2, 10 * j + 5, 10 * j + 8, name=f"k{rng.randrange(60)}")
+        if j % 10 == 9:
+            t.call(SYNC, 10 * j + 3, 10 * j + 9)
+    with pytest.raises(TraceError, match="no 3 steps in a row between blocking calls with 75% "
+                                         "of their ops alike over 25% of the launches"):
+        analyse(tmp_path, t)

@@ -43,9 +43,13 @@ from ..measures.infer_sequence import (  # noqa: F401
     sequence_steps,
     sync_phase,
 )
-from ..readers.trace import GRAPH
+from ..measures.infer_anchor import anchored_steps, cover, op_anchored_steps
+from ..readers.trace import GRAPH, OP_KIND_NAMES
 
 TID_MASK = (1 << 24) - 1
+# The steps between blocking calls replace a graph's or a repeating unit's where they hold this
+# many times the launches (a loop whose kernels change with the step: the unit holds a stretch).
+ANCHOR_GAIN = 1.5
 
 
 def launch_table(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +110,7 @@ def infer_steps(trace) -> tuple:
     for tid, mine in launches.groupby("tid", sort=False):
         mine = mine.reset_index(drop=True)
         block = blocking[blocking["tid"].to_numpy() == tid]
-        bounds, text = thread_steps(mine, block)
+        bounds, text = thread_steps(mine, block, lambda token: op_name(token, trace.strings))
         if bounds is None:
             reasons.append((len(mine), tid, text))
             continue
@@ -126,6 +130,15 @@ def infer_steps(trace) -> tuple:
     return steps.sort_values(["start", "end"], kind="stable").reset_index(drop=True), how
 
 
+def op_name(token: int, strings: dict) -> str:
+    """The name of a launch's op from its token (launch_table's): a kernel's name, a copy's or
+    set's kind, a graph's exec id."""
+    kind, name_id = token >> 32, (token & 0xFFFFFFFF) - 1
+    if kind == GRAPH:
+        return f"graph exec {name_id}"
+    return strings.get(name_id, "?") if kind == 0 else OP_KIND_NAMES[kind]
+
+
 def ranges_of(launches: pd.DataFrame, bounds: np.ndarray, tid: int) -> pd.DataFrame:
     """The steps (rows of first, past-the-last launch) as ranges: from the step's first launch
     call to the next step's (or the end of the step's last launch call, for the last)."""
@@ -138,15 +151,32 @@ def ranges_of(launches: pd.DataFrame, bounds: np.ndarray, tid: int) -> pd.DataFr
                          "name": [f"Step {i} (inferred)" for i in index], "index": index})
 
 
-def thread_steps(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
+def thread_steps(launches: pd.DataFrame, blocking: pd.DataFrame, name_of=str) -> tuple:
     """(the steps as rows of (first launch, past-the-last launch), how) of one thread, or
-    (None, why not)."""
+    (None, why not): a graph's replays, else the repeating unit, else, where those hold less
+    than 1/ANCHOR_GAIN of what the steps between its blocking calls hold (a loop whose
+    launches change with the step), those, or where there are none of those either, the steps
+    from one launch of an op to the next. `name_of`: an op's name from its token (launch_table's)."""
     graph = graph_steps(launches, blocking)
     seq = sequence_steps(launches, blocking)
     # A graph replayed a few times in set-up does not make the steps of an eager loop.
     if graph[0] is not None and (seq[0] is None or len(graph[0]) * 2 >= len(seq[0])):
-        return graph
-    return seq
+        chosen = graph
+    else:
+        chosen = seq
+    held = cover(chosen[0])
+    if held * ANCHOR_GAIN >= len(launches) or len(launches) < 2 * MIN_REPEATS:
+        return chosen  # the steps between blocking calls could not hold enough more
+    anchored = anchored_steps(launches, blocking)
+    why = [chosen[1], anchored[1]]
+    if anchored[0] is None:
+        anchored = op_anchored_steps(launches, name_of)
+        why.append(anchored[1])
+    if anchored[0] is not None and cover(anchored[0]) > ANCHOR_GAIN * held:
+        return anchored
+    if chosen[0] is None and anchored[0] is None:
+        return None, "; ".join(why)
+    return chosen
 
 
 def graph_steps(launches: pd.DataFrame, blocking: pd.DataFrame) -> tuple:
