@@ -53,6 +53,7 @@ from ..capture.profile_steps import (
     contents_problem,
     inferred_problem,
     never_called,
+    never_called_message,
     no_capture_message,
 )
 from ..capture.profile_twin import last_message, no_twin_reason, note, untraced_twin
@@ -204,10 +205,7 @@ def run_profile(r: Request) -> Captured:
     if functions:
         missing = never_called(names, functions)
         if len(missing) == len(functions):
-            which = ", ".join(f.spec for f in missing)
-            raise ProfileError(f"--step-function {which}: never called under nsys (no NVTX "
-                               f"range {' or '.join(f.range_name for f in missing)} in the "
-                               f"capture): is it the function the loop calls? ({run} is kept)", 2)
+            raise ProfileError(never_called_message(names, missing, run), 2)
         for f in missing:
             note(f"warning: --step-function {f.spec} was never called under nsys")
     if choice.steps_from == "inferred":

@@ -3,12 +3,13 @@ ranges or functions chosen, what the capture lacks, and the untraced twin of the
 
 import re
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..capture import step_functions as sf
 from ..capture.nsys import capture_contents
-from ..measures.steps import DEFAULT_STEP_PATTERN, PROFILER_STEP_PATTERN
+from ..measures.steps import DEFAULT_STEP_PATTERN, FUNCTION_NAME, PROFILER_STEP_PATTERN
 
 # `--steps infer`: the analysis finds the steps in the trace itself (no step ranges).
 INFER_STEPS = "infer"
@@ -90,6 +91,31 @@ def never_called(names: list, functions: list) -> list:
     """The step functions with no range in the capture."""
     seen = set(names)
     return [f for f in functions if f.range_name not in seen]
+
+
+# The function trace's calls the message lists at most, the most frequent first.
+CALLS_SHOWN = 5
+
+
+def traced_calls(names: list) -> str:
+    """The calls the function trace recorded (ranges named `module.qualname`), by count, for the
+    line that says a step function was never called."""
+    counts = Counter(n for n in names if FUNCTION_NAME.match(n))
+    if not counts:
+        return "the function trace recorded no call at all"
+    shown = ", ".join(f"{name} ×{n}" for name, n in counts.most_common(CALLS_SHOWN))
+    more = len(counts) - CALLS_SHOWN
+    return f"the function trace recorded {shown}" + (f" and {more} more" if more > 0 else "")
+
+
+def never_called_message(names: list, missing: list, run: Path) -> str:
+    """The one line for step functions of which nsys traced no call: what was asked, and what
+    the trace recorded instead."""
+    which = ", ".join(f.spec for f in missing)
+    asked = " or ".join(f.range_name for f in missing)
+    return (f"--step-function {which}: no call traced under nsys (no NVTX range {asked} in the "
+            f"capture; {traced_calls(names)}): is it the function the loop calls, in the module "
+            f"the program imports? ({run} is kept)")
 
 
 def traced_window(names: list, pattern: str) -> list | None:

@@ -251,9 +251,9 @@ def probe(cmd: tuple, functions: list, cwd: Path, env: dict) -> Probe:
 
 
 def check(functions: list, seen: Probe) -> list:
-    """Raises StepFunctionError for a function that names nothing: a module the program's Python
-    cannot find, or one whose source binds no such name. Returns notes (one line each) for what
-    only the run can tell."""
+    """Raises StepFunctionError for a function that names nothing: a module whose source binds
+    no such name. Returns notes (one line each) for what only the run can tell: a module the
+    program's Python cannot find before the run (the program may make it importable)."""
     notes = []
     for f in functions:
         found = seen.functions.get(f.spec)
@@ -263,12 +263,14 @@ def check(functions: list, seen: Probe) -> list:
             continue
         where = "the program's Python" if seen.own_python else f"{seen.python}"
         if not found["module"]:
-            if not seen.own_python:
-                notes.append(f"{f.module} is not importable by {where} (the command is not "
-                             "Python, so its own may differ): checked after the run")
-                continue
-            raise StepFunctionError(f"--step-function {f.spec}: no module {f.module} "
-                                    f"importable by {where} ({seen.python})")
+            # nsys's function trace hooks the import whenever the program makes it: a module on
+            # a folder the program puts on sys.path itself is traced all the same.
+            why = ("the command is not Python, so its own may differ" if not seen.own_python
+                   else "the program may put its folder on sys.path itself")
+            notes.append(f"--step-function {f.spec}: no module {f.module} importable by {where} "
+                         f"({seen.python}) before the run ({why}): traced, and checked after "
+                         "the capture")
+            continue
         if found["name"] == "no":
             raise StepFunctionError(f"--step-function {f.spec}: {found['origin']} defines no "
                                     f"{f.qualname.split('.')[0]}")
