@@ -80,10 +80,11 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
         analyses = run_analysis(trace, options)
     if run.untraced_steps is not None:
         twin = read_untraced_steps(run.untraced_steps)
-        # The twin marks the program's own step boundaries: steps inferred from the trace are
-        # cut elsewhere, so the two are not set side by side.
-        analyses = [a if a.summary.get("steps_from") == "inferred" else with_untraced(a, twin)
-                    for a in analyses]
+        # A twin of the program's own step boundaries (ranges, functions) goes beside those
+        # steps; one of step marks (what the inference cut at) beside inferred steps only.
+        analyses = [with_untraced(a, twin, trace) if (
+            a.summary.get("steps_from") == "inferred") == (twin.numbering == "mark") else a
+            for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
     analyses = [dataclasses.replace(a, summary=a.summary | {"floor": floor_summary(
         run.info, a.steps, a.summary.get("gpu_metrics"))}) for a in analyses]

@@ -132,17 +132,57 @@ def test_function_steps_of_the_twin_meet_the_traced_ones_by_order(function_run):
     assert all(p is not None for p in out["steps"]["untraced_period_ns"][1:])
 
 
-def test_function_steps_in_a_window_get_no_twin_and_the_reason(tmp_path):
+# 30 calls, the program's own capture window around calls 6..25 (a stand-in torch, whose
+# torch.cuda.profiler the hook follows as it follows torch's).
+WINDOW_PROGRAM = """
+import steploop
+import torch.cuda.profiler
+for i in range(30):
+    if i == 5:
+        torch.cuda.profiler.start()
+    steploop.decode_step(i)
+    if i == 24:
+        torch.cuda.profiler.stop()
+        torch.cuda.profiler.start()  # a second window: nsys captures the first alone
+"""
+FAKE_PROFILER = "def start():\n    pass\n\n\ndef stop():\n    pass\n"
+
+
+def test_function_steps_in_the_programs_window_get_a_twin_of_the_window_s_steps(tmp_path):
+    cmd = work(tmp_path, WINDOW_PROGRAM)
+    fake = tmp_path / "work" / "torch" / "cuda"
+    fake.mkdir(parents=True)
+    (fake.parent / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "profiler.py").write_text(FAKE_PROFILER)
+    result = inproc(tmp_path, "profile", "--step-function", "steploop:decode_step", "--twin-runs",
+                    "2", "--", *cmd, FAKE_NSYS_RUN="0",
+                    FAKE_NSYS_EXPORT_FROM=str(renamed_export(tmp_path, "steploop.decode_step")))
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    doc = json.loads((run / "untraced_steps.json").read_text())
+    # The window's 20 calls, counted from its start: the capture's 20 steps.
+    assert doc["numbering"] == "order"
+    assert [r["step"] for r in doc["runs"]] == [list(range(1, 21))] * 2
+    raw = json.loads(next((run / "twin" / "1").glob("untraced-*.json")).read_text())
+    assert raw["profiler_window"] == {"started": True, "stopped": True}
+    assert raw["runs"][0]["in_window"] == [False] * 5 + [True] * 20 + [False] * 5
+    out = json.loads(inproc(tmp_path, "analyze", str(run), "--format", "json").stdout)
+    assert (out["summary"]["untraced"]["runs"], out["summary"]["untraced"]["steps"]) == (2, 40)
+
+
+def test_function_steps_in_a_window_the_hook_does_not_see_get_no_twin_and_why(tmp_path):
     cmd = work(tmp_path, FUNCTION_PROGRAM)
     result = inproc(tmp_path, "profile", "--step-function", "steploop:decode_step", "--", *cmd,
                     FAKE_NSYS_RUN="0",
                     FAKE_NSYS_EXPORT_FROM=str(renamed_export(tmp_path, "steploop.decode_step")))
     assert result.returncode == 0, result.stderr
-    assert ("gapscope: no untraced twin: the function steps are counted from the capture's start "
-            "(the program's cudaProfilerStart), which a run without nsys cannot place: --range "
+    assert ("gapscope: warning: no untraced twin: the program opens its capture window where "
+            "the hook does not see it (not through torch.cuda.profiler, torch.cuda.cudart() or "
+            "cuda-python), so the twin cannot count its steps from the window's start: --range "
             "all gives one") in result.stderr.splitlines()
     (run,) = run_dirs(tmp_path)
-    assert not (run / "untraced_steps.json").exists() and not (run / "twin").exists()
+    assert not (run / "untraced_steps.json").exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -242,17 +282,19 @@ def test_without_step_ranges_the_causal_lm_forwards_are_the_steps(tmp_path):
     assert out["summary"]["steps"] == 20
 
 
-def test_no_step_ranges_at_all_leave_the_steps_to_inference_and_no_twin(tmp_path):
+def test_inferred_steps_cut_after_a_sync_no_mark_names_get_no_twin_and_why(tmp_path):
     inproc(tmp_path, "profile", "--", *NOTHING, FAKE_NSYS_RUN="0",
            FAKE_NSYS_EXPORT_FROM=str(export_without(tmp_path, "NVTX_EVENTS")))
     (run,) = run_dirs(tmp_path)
     r = record(run)
     assert (r["analysis"]["step_pattern"], r["analysis"]["steps_from"]) == ("infer", "inferred")
     assert r["captured"] == {"steps": 0, "nvtx_ranges": 0, "kernels": 6860}
+    # The bundled capture was made without the sync marks: its .item() has no line to mark.
     assert r["hook"]["twin"] == {
         "runs": 0, "written": False,
-        "why": "the steps are inferred from the trace (no NVTX step ranges and no step "
-               "function), and a run without the profiler has nothing to mark them by"}
+        "why": "the capture names no one source line for the sync the steps are cut after "
+               "(captured with --no-sync-lines, or a sync torch does not warn about), so the "
+               "twin has no line to mark"}
 
 
 # --- the twin of NVTX steps --------------------------------------------------------------------
@@ -308,11 +350,11 @@ def test_the_merge_keeps_each_process_and_thread_and_in_a_window_the_last_sequen
                              thread_run("w", 1, 0, [1])])
     process_file(one, 999, [])               # a helper process with no step
     process_file(two, 77, [thread_run("MainThread", 0, 0, [4, 5])])
-    doc = hook.merge([one, two], [1, 3], "range", last_sequence_only=True)
+    doc = hook.merge([one, two], [1, 3], "range", program_window=True)
     assert [(r["twin_run"], r["process"], r["thread"], r["step"]) for r in doc["runs"]] == [
         (1, 1, "MainThread", [1, 2, 3]), (1, 1, "w", [1]), (2, 0, "MainThread", [4, 5])]
     assert (doc["window"], doc["clock"], doc["source"]) == ([1, 3], "cuda-events", "hook")
-    whole = hook.merge([one], None, "range", last_sequence_only=False)
+    whole = hook.merge([one], None, "range", program_window=False)
     assert [r["step"] for r in whole["runs"]] == [[1, 2], [1, 2, 3], [1]]
     assert hook.why_empty([tmp_path / "none"]).startswith("the hook wrote nothing")
 

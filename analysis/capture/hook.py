@@ -35,15 +35,19 @@ def hook_env(env: dict, **variables: str) -> dict:
 
 @dataclass(frozen=True)
 class Steps:
-    """What the twin marks as steps: NVTX ranges matching `pattern`, or calls of `functions`
-    (MODULE:QUALNAME each)."""
+    """What the twin marks as steps: NVTX ranges matching `pattern`, calls of `functions`
+    (MODULE:QUALNAME each), or the boundaries `marks` (keys: "graph", "FILE:LINE") of steps
+    inferred from the trace."""
 
     pattern: str | None = None
     functions: tuple = ()
+    marks: tuple = ()
 
     def variables(self) -> dict:
         if self.functions:
             return {"GAPSCOPE_STEP_FUNCTIONS": ",".join(self.functions)}
+        if self.marks:
+            return {"GAPSCOPE_STEP_MARKS": json.dumps(list(self.marks))}
         return {"GAPSCOPE_STEP_PATTERN": self.pattern}
 
 
@@ -61,42 +65,69 @@ def process_files(directory: Path) -> list:
     return sorted(directory.glob("untraced-*.json"), key=lambda p: int(p.stem.split("-")[1]))
 
 
-def merge(twin_dirs: list, window: list | None, numbering: str,
-          last_sequence_only: bool) -> dict:
+def merge(twin_dirs: list, window: list | None, numbering: str, program_window: bool) -> dict:
     """The untraced_steps.json document of the twin runs' files: one `runs` entry per twin run,
-    process, thread and sequence, with `twin_run` and `process` (order within its twin run).
-    last_sequence_only: a thread's last sequence of steps alone (the capture was a window of the
-    run, which a warm-up loop numbered the same way precedes)."""
-    runs = []
+    process, thread and sequence (and key, for step marks), with `twin_run` and `process` (order
+    within its twin run). program_window: the capture was the program's own cudaProfilerStart
+    to Stop; the twin's steps are then those inside the window the hook saw the program open
+    (window.py), numbered from its start where they are numbered by order ("order", "mark"); where
+    the hook saw no window, a thread's last sequence of steps alone (a warm-up loop numbered the
+    same way precedes the window's), and nothing where the steps are numbered by order
+    (`unplaced` says so)."""
+    runs, seen = [], False
     for k, directory in enumerate(twin_dirs, start=1):
         for p, path in enumerate(process_files(directory)):
             try:
                 doc = json.loads(path.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
+            opened = bool((doc.get("profiler_window") or {}).get("started"))
+            seen |= opened
             mine = [r for r in doc.get("runs", []) if r.get("step")]
-            if last_sequence_only:
+            if program_window and opened:
+                mine = [w for w in (in_window(r, numbering) for r in mine) if w["step"]]
+            elif program_window:
                 last = {}
                 for r in mine:
-                    last[r.get("thread_order")] = r
-                mine = list(last.values())
+                    last[(r.get("thread_order"), r.get("key"))] = r
+                mine = list(last.values()) if numbering == "range" else []
             for r in mine:
-                runs.append({"twin_run": k, "process": p, "thread": r.get("thread"),
-                             "thread_order": r.get("thread_order"), "clock": r.get("clock"),
-                             "step": r["step"], "start_ns": r["start_ns"],
-                             "end_ns": r["end_ns"]})
+                entry = {"twin_run": k, "process": p, "thread": r.get("thread"),
+                         "thread_order": r.get("thread_order"), "clock": r.get("clock"),
+                         "step": r["step"], "start_ns": r["start_ns"], "end_ns": r["end_ns"]}
+                if numbering == "mark":
+                    entry |= {"key": r.get("key"), "boundaries": r.get("boundaries")}
+                runs.append(entry)
     clocks = sorted({r["clock"] for r in runs if r["clock"]})
     return {"format": FORMAT, "source": "hook", "numbering": numbering,
             "clock": clocks[0] if len(clocks) == 1 else clocks, "window": window,
-            "ms_per_step_median": None, "runs": runs}
+            "ms_per_step_median": None, "runs": runs,
+            "unplaced": program_window and not seen and numbering != "range"}
 
 
-def why_empty(twin_dirs: list) -> str:
+def in_window(run: dict, numbering: str) -> dict:
+    """A run's steps inside the program's window, counted from the window's start where they are
+    numbered by order (a mark run's boundaries then are the window's)."""
+    keep = [i for i, w in enumerate(run.get("in_window") or []) if w]
+    out = dict(run) | {key: [run[key][i] for i in keep] for key in ("step", "start_ns", "end_ns")}
+    if numbering != "range" and keep:
+        first, last = out["step"][0], out["step"][-1]
+        out["step"] = [n - first + 1 for n in out["step"]]
+        if numbering == "mark":
+            out["boundaries"] = last - first + 2
+    return out
+
+
+def why_empty(twin_dirs: list, document: dict | None = None) -> str:
     """Why the twin runs marked no step, in a few words."""
     if not any(process_files(d) for d in twin_dirs):
         return ("the hook wrote nothing: it did not load in the program (does it reset "
                 "PYTHONPATH, run `python -I`/`-S`, or end with os._exit?)")
-    return "the program's steps never ran without the profiler"
+    if document is not None and document.get("unplaced"):
+        return ("the program opens its capture window where the hook does not see it (not "
+                "through torch.cuda.profiler, torch.cuda.cudart() or cuda-python), so the twin "
+                "cannot count its steps from the window's start: --range all gives one")
+    return "the program's steps never ran without the profiler (or never inside its window)"
 
 
 def write(run: Path, document: dict) -> Path | None:

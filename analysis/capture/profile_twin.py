@@ -9,6 +9,10 @@ from pathlib import Path
 
 from ..capture import hook
 from ..capture.profile_steps import StepChoice, numbered, traced_window
+from ..errors import TraceError
+from ..measures.steps import INFER, step_ranges
+from ..measures.twin_keys import thread_key
+from ..readers import load_trace
 
 # Lines nsys itself prints, skipped when naming the program's last message.
 NSYS_CHATTER = re.compile(r"^\s*$|^\s+/|^(Generated|Generating|Collecting data|Capture range|"
@@ -31,17 +35,31 @@ def no_twin_reason(choice: StepChoice, capture_range: str) -> str | None:
     if not hook.available():
         return (f"the hook ({hook.INJECT_DIR}/sitecustomize.py) is not installed beside the "
                 "analysis")
-    if choice.steps_from == "inferred":
-        return ("the steps are inferred from the trace (no NVTX step ranges and no step "
-                "function), and a run without the profiler has nothing to mark them by")
     if choice.steps_from == "profiler_step":
         return ("torch.profiler's ProfilerStep#N ranges are opened in torch's C++, out of the "
                 "hook's reach: name the step with --step-function for a twin")
-    if choice.steps_from == "function" and capture_range == "cudaProfilerApi":
-        return ("the function steps are counted from the capture's start (the program's "
-                "cudaProfilerStart), which a run without nsys cannot place: --range all gives "
-                "one")
     return None
+
+
+def inferred_marks(sqlite: Path) -> tuple:
+    """(the keys the twin marks for the steps inferred from the capture, one a thread that has
+    one: "graph" or the once-a-step sync's "FILE:LINE"; the threads' reasons where a thread has
+    none, one line)."""
+    try:
+        trace = load_trace(sqlite)
+        steps, origin = step_ranges(trace, INFER)
+    except TraceError as e:
+        return (), [f"no steps to mark ({e})"]
+    keys, why = [], []
+    for tid, mine in steps.groupby("tid", sort=False):
+        mine = mine.sort_values("start", kind="stable")
+        key, reason = thread_key(trace, tid, mine, origin["steps_inferred_by"] or "")
+        if key is None:
+            why.append(reason if steps["tid"].nunique() == 1 else
+                       f"thread {mine['thread'].iloc[0]}: {reason}")
+        elif key not in keys:
+            keys.append(key)
+    return tuple(keys), why
 
 
 def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, capture_range: str,
@@ -49,8 +67,20 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
     """Runs CMD `runs` times without nsys, the hook timing the chosen steps, and merges the runs
     into RUN/untraced_steps.json. What happened, for run.json's `hook.twin`."""
     functions = choice.functions if choice.steps_from == "function" else ()
-    steps = hook.Steps(pattern=None if functions else choice.pattern, functions=functions)
-    by_range = not functions and numbered(names, choice.pattern)
+    marks = ()
+    if choice.steps_from == "inferred":
+        marks, why = inferred_marks(run / "capture.sqlite")
+        if not marks:
+            reason = "; ".join(why)
+            note(f"no untraced twin: {reason}")
+            return {"runs": 0, "written": False, "why": reason}
+        for line in why:
+            note(f"untraced twin: {line}: those steps have none")
+        note(f"untraced twin of the inferred steps: marking {', '.join(marks)}")
+    steps = hook.Steps(pattern=None if functions or marks else choice.pattern,
+                       functions=functions, marks=marks)
+    by_range = not functions and not marks and numbered(names, choice.pattern)
+    numbering = "mark" if marks else "range" if by_range else "order"
     window = traced_window(names, choice.pattern) if (
         by_range and capture_range == "cudaProfilerApi") else None
     dirs = []
@@ -64,10 +94,10 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
                  f"{directory}/program.log)")
             return {"runs": runs, "written": False, "why": f"run {k} failed with exit code {rc}"}
         dirs.append(directory)
-    document = hook.merge(dirs, window, "range" if by_range else "order",
-                          last_sequence_only=capture_range == "cudaProfilerApi")
+    document = hook.merge(dirs, window, numbering, capture_range == "cudaProfilerApi")
+    unplaced = document.pop("unplaced")
     if not document["runs"]:
-        why = hook.why_empty(dirs)
+        why = hook.why_empty(dirs, {"unplaced": unplaced})
         note(f"warning: no untraced twin: {why}")
         return {"runs": runs, "written": False, "why": why}
     if hook.write(run, document) is None:
@@ -77,4 +107,5 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
     steps_marked = sum(len(r["step"]) for r in document["runs"])
     note(f"untraced twin: {steps_marked} steps in {len(document['runs'])} runs "
          f"({runs} runs of the program) -> {run}/untraced_steps.json")
-    return {"runs": runs, "written": True, "window": window}
+    return {"runs": runs, "written": True, "window": window} | (
+        {"marks": list(marks)} if marks else {})

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from ..measures.infer_anchor import anchored_steps, cover, op_anchored_steps
 
 # The search for the repeating unit is infer_sequence.py's; its names import from here as before.
 from ..measures.infer_sequence import (  # noqa: F401
@@ -43,7 +44,6 @@ from ..measures.infer_sequence import (  # noqa: F401
     sequence_steps,
     sync_phase,
 )
-from ..measures.infer_anchor import anchored_steps, cover, op_anchored_steps
 from ..readers.trace import GRAPH, OP_KIND_NAMES
 
 TID_MASK = (1 << 24) - 1
@@ -156,7 +156,8 @@ def thread_steps(launches: pd.DataFrame, blocking: pd.DataFrame, name_of=str) ->
     (None, why not): a graph's replays, else the repeating unit, else, where those hold less
     than 1/ANCHOR_GAIN of what the steps between its blocking calls hold (a loop whose
     launches change with the step), those, or where there are none of those either, the steps
-    from one launch of an op to the next. `name_of`: an op's name from its token (launch_table's)."""
+    from one launch of an op to the next. `name_of`: an op's name from its token
+    (launch_table's)."""
     graph = graph_steps(launches, blocking)
     seq = sequence_steps(launches, blocking)
     # A graph replayed a few times in set-up does not make the steps of an eager loop.

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..measures.analysis import Analysis
 from ..measures.stats import median, p90
+from ..measures.twin_keys import marked_twin
 from ..readers.untraced import UntracedSteps
 
 # Per-step columns of the twin, by their name in the traced step table.
@@ -140,9 +141,14 @@ def within_noise(traced, untraced, runs_spread) -> bool | None:
     return runs_spread > abs(traced - untraced)
 
 
-def with_untraced(a: Analysis, u: UntracedSteps) -> Analysis:
+def with_untraced(a: Analysis, u: UntracedSteps, trace=None) -> Analysis:
     """The analysis with `summary.untraced` and the per-step untraced columns (NA for a traced
-    step the twin lacks)."""
+    step the twin lacks). A twin of step marks (numbering "mark") is set beside inferred steps
+    only, through the capture's boundaries (`trace`, twin_marks.py)."""
+    if u.numbering == "mark":
+        u = marked_twin(u, a, trace)
+        if u.steps.empty:
+            return a
     twin = untraced_summary(u)
     s = a.summary
     # A capture of GPU metrics without a CUDA trace has no traced bubble: no share, the twin still.

@@ -12,7 +12,9 @@ never compared by their clocks, only step by step within each.
 
 `gapscope profile`'s twin of any program (harness/inject/sitecustomize.py) writes the same with
 "source": "hook", "numbering": "range" (steps numbered by their NVTX range's number) or "order"
-(function steps: by order of call within their thread), and per run the thread it ran on:
+(function steps: by order of call within their thread) or "mark" (steps inferred from the
+trace: step j from the thread's j-th boundary to the next, each run with the `key` it marked,
+"graph" or "FILE:LINE", and its `boundaries`), and per run the thread it ran on:
 `thread` (its Python name) and `thread_order` (0 for the process's first thread to make a step,
 1 for the next...), plus `twin_run` and `process` (which run of the program, which of its
 processes). Files without them read as before: one thread, steps by number.
@@ -30,14 +32,15 @@ from ..errors import TraceError
 FORMAT = "gapscope-untraced-steps/1"
 FILE_NAME = "untraced_steps.json"
 RUN_COLUMNS = ("step", "start_ns", "end_ns")
-NUMBERINGS = ("range", "order")
+NUMBERINGS = ("range", "order", "mark")
 
 
 @dataclass(frozen=True)
 class UntracedSteps:
     """`steps`: one row per step of each run: run, step, start_ns, end_ns, span_ns, period_ns,
     bubble_ns, overlap_ns (the last three NA where the earlier step is missing), thread and
-    thread_order (None / NA where the file does not say)."""
+    thread_order (None / NA where the file does not say), key and boundaries (a run of step
+    marks: what it marked, how many boundaries it counted; None / NA elsewhere)."""
 
     path: Path
     source: str
@@ -45,7 +48,8 @@ class UntracedSteps:
     window: tuple | None
     ms_per_step_median: float | None
     steps: pd.DataFrame
-    # "range": step numbers are the traced ones; "order": the k-th call of the thread.
+    # "range": step numbers are the traced ones; "order": the k-th call of the thread; "mark":
+    # step j runs from the thread's j-th boundary of its key to the next.
     numbering: str = "range"
 
 
@@ -124,8 +128,10 @@ def read_untraced_steps(path) -> UntracedSteps:
         if (end < start).any():
             _fail(path, f"runs[{i}]: a step ends before it starts")
         thread, order = _thread(path, i, run)
-        table = run_steps(step, start, end).assign(run=i, thread=thread)
+        key, count = _marks(path, i, run)
+        table = run_steps(step, start, end).assign(run=i, thread=thread, key=key)
         table["thread_order"] = pd.array([order] * len(table), dtype="Int64")
+        table["boundaries"] = pd.array([count] * len(table), dtype="Int64")
         tables.append(table)
     steps = pd.concat(tables, ignore_index=True)
     ms = data.get("ms_per_step_median")
@@ -142,6 +148,16 @@ def read_untraced_steps(path) -> UntracedSteps:
         steps=steps[["run", *steps.columns.drop("run")]],
         numbering=numbering,
     )
+
+
+def _marks(path: Path, i: int, run: dict) -> tuple:
+    """(key, boundaries) of a run of step marks (numbering "mark"); None, None elsewhere."""
+    key, count = run.get("key"), run.get("boundaries")
+    if key is not None and not isinstance(key, str):
+        _fail(path, f"runs[{i}].key is not a string")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+        _fail(path, f"runs[{i}].boundaries is not a whole number >= 0")
+    return key, count
 
 
 def _thread(path: Path, i: int, run: dict) -> tuple:

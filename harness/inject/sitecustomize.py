@@ -12,6 +12,13 @@ GAPSCOPE_TWIN_DIR=DIR        the untraced twin (a run without nsys): two CUDA ev
                                range_start/range_end or range; the number is RE's group 1
   GAPSCOPE_STEP_FUNCTIONS=M:Q,...  every call of these functions (module M, qualified name Q),
                                numbered by order of call within the thread
+  GAPSCOPE_STEP_MARKS=[KEY,...]  steps inferred from the traced run's trace: a boundary at each
+                               CUDA graph replay ("graph") or each execution of a source line
+                               ("FILE:LINE", the once-a-step sync's), step j from boundary j
+                               to j + 1
+                             In every twin run the hook follows the program's own capture window
+                             (cudaProfilerStart/Stop through torch or cuda-python): each step
+                             says whether it lay inside the first start-to-stop, as nsys captures
 GAPSCOPE_SYNC_MARKS=1        in the traced run: torch's sync debug mode ("warn"), and each of its
                              "called a synchronizing CUDA operation" warnings becomes, instead of
                              a printed warning, an NVTX mark `gapscope.sync FILE:LINE FUNCTION`

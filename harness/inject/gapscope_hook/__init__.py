@@ -8,6 +8,8 @@ sys.modules.
     marks.py        where the program's calls reach the recorder: step functions wrapped, the
                     harness' own marks, entry points made eager under torch.compile
     nvtx_ranges.py  nvtx's and torch.cuda.nvtx's ranges, the steps among them recorded
+    window.py       the program's own capture window (cudaProfilerStart/Stop), as nsys reads it
+    step_marks.py   boundaries of steps inferred from the trace: graph replays, a source line
     syncs.py        the traced run's sync marks: each synchronizing call's source line
     imports.py      callbacks run on a module right after the program imports it
     start.py        install(): which parts the environment turns on

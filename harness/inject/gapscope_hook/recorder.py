@@ -7,6 +7,7 @@ import sys
 import time
 
 from .notes import say
+from .window import OPEN
 
 FORMAT = "gapscope-untraced-steps/1"
 
@@ -34,7 +35,7 @@ class _Run:
 
     def __init__(self, clock: str):
         self.clock = clock
-        self.steps = []  # (number, start mark, end mark)
+        self.steps = []  # (number, start mark, end mark, in the program's capture window)
         self.last = None
 
 
@@ -64,6 +65,7 @@ class Recorder:
         self._started = {}  # start_range handles -> their tokens
         self.pid = os.getpid()
         self.on_first_step = None  # called once, at the process's first step
+        self.window = None  # the program's capture window (window.Window), where followed
 
     def reset(self) -> None:
         """A forked child starts empty: the steps so far are its parent's."""
@@ -84,18 +86,22 @@ class Recorder:
         return t
 
     # Steps ---------------------------------------------------------------------------------
+    def phase(self) -> int:
+        """The window's phase now (window.OPEN: inside it); 0 where no window is followed."""
+        return self.window.phase if self.window is not None else 0
+
     def _begin(self, t: _Thread, number=None):
         if number is None:
             t.calls += 1
             number = t.calls
         t.open += 1
-        return [number, self.mark()]
+        return [number, self.mark(), self.phase()]
 
     def _end(self, t: _Thread, token) -> None:
         t.open -= 1
-        self._add(t, token[0], token[1], self.mark())
+        self._add(t, token[0], token[1], self.mark(), (token[2], self.phase()))
 
-    def _add(self, t: _Thread, number: int, start, end) -> None:
+    def _add(self, t: _Thread, number: int, start, end, phases=(0, 0)) -> None:
         if start[0] != end[0] or start[0] == "capturing":  # no common clock, or no time at all
             return
         if t.order is None:
@@ -112,7 +118,7 @@ class Recorder:
         if run is None or run.clock != start[0] or number <= run.last:
             run = _Run(start[0])
             t.runs.append(run)
-        run.steps.append((number, start[1], end[1]))
+        run.steps.append((number, start[1], end[1], phases == (OPEN, OPEN)))
         run.last = number
 
     def function_enter(self):
@@ -163,12 +169,13 @@ class Recorder:
         found = self._started.pop(_handle_key(handle), None)
         if found is not None:
             t, token = found
-            self._add(t, token[0], token[1], self.mark())
+            self._add(t, token[0], token[1], self.mark(), (token[2], self.phase()))
 
     def harness_step(self, number: int, start, end) -> None:
         """A step the harness timed itself (harness.instrument.StepTimeline): its own marks."""
         clock = "host-clock" if isinstance(start, int) else "cuda-events"
-        self._add(self._thread(), number, (clock, start), (clock, end))
+        now = self.phase()
+        self._add(self._thread(), number, (clock, start), (clock, end), (now, now))
 
     # Exit ----------------------------------------------------------------------------------
     def runs(self) -> list:
@@ -189,6 +196,8 @@ class Recorder:
                 out.append({"thread": t.name, "thread_order": t.order, "sequence": sequence,
                             "clock": run.clock, "step": [s[0] for s in steps],
                             "start_ns": start_ns, "end_ns": end_ns})
+                if self.window is not None:  # which steps lay inside the program's window
+                    out[-1]["in_window"] = [s[3] for s in steps]
         return out
 
 
@@ -205,7 +214,7 @@ def _since_first(clock: str, steps: list) -> tuple:
         t0 = steps[0][1]
         return [s[1] - t0 for s in steps], [s[2] - t0 for s in steps]
     t0 = steps[0][1]
-    for _, start, end in steps:
+    for _, start, end, *_ in steps:
         start.synchronize()
         end.synchronize()
     return ([round(t0.elapsed_time(s[1]) * 1e6) for s in steps],
@@ -213,6 +222,8 @@ def _since_first(clock: str, steps: list) -> tuple:
 
 
 def twin_document(recorder: Recorder, kind: str) -> dict:
+    window = recorder.window.document() if recorder.window is not None else None
     return {"format": FORMAT, "source": "hook", "kind": kind, "pid": os.getpid(),
-            "argv": list(sys.argv), "window": None, "runs": recorder.runs()}
+            "argv": list(sys.argv), "window": None, "profiler_window": window,
+            "runs": recorder.runs()}
 

@@ -4,10 +4,10 @@ docstring lists the variables), each on the module it patches, once the program 
 import os
 import sys
 
-from . import marks, nvtx_ranges, syncs
+from . import marks, nvtx_ranges, step_marks, syncs, window
 from .imports import AfterImport
 from .notes import say
-from .recorder import Recorder, twin_document
+from .recorder import Recorder, _since_first, twin_document
 
 
 def step_functions(value: str) -> list:
@@ -37,6 +37,14 @@ def install(environ=os.environ) -> None:
         rec = Recorder(None if functions else pattern)
         marks.use(rec)
         kind = "function" if functions else "nvtx"
+        rec.window = window.Window()
+        window.install(on, rec.window)
+        # Steps inferred from the traced run's trace: what the inference cut at.
+        keys = step_marks.keys_of(environ.get("GAPSCOPE_STEP_MARKS", ""))
+        bounds = step_marks.Boundaries(rec.mark, rec.window) if keys else None
+        if bounds is not None:
+            kind = "marks"
+            step_marks.install(on, keys, bounds)
 
         for module_name, qualname in functions:
             def wrap(module, qualname=qualname):
@@ -53,6 +61,8 @@ def install(environ=os.environ) -> None:
             if rec.pid != os.getpid():
                 return
             document = twin_document(rec, kind)
+            if bounds is not None and bounds.pid == os.getpid():
+                document["runs"] += bounds.runs(_since_first)
             # A process that timed no step (torch.compile's worker processes inherit the
             # environment) leaves no file.
             if not any(run["step"] for run in document["runs"]):
@@ -74,6 +84,9 @@ def install(environ=os.environ) -> None:
 
         rec.on_first_step = write_before_torch_exits
         os.register_at_fork(after_in_child=rec.reset)
+        if bounds is not None:
+            bounds.on_first = write_before_torch_exits
+            os.register_at_fork(after_in_child=bounds.reset)
 
     if environ.get("GAPSCOPE_SYNC_MARKS") == "1":
         import warnings
