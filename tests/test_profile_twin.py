@@ -283,13 +283,19 @@ def test_without_step_ranges_the_causal_lm_forwards_are_the_steps(tmp_path):
 
 
 def test_inferred_steps_cut_after_a_sync_no_mark_names_get_no_twin_and_why(tmp_path):
-    inproc(tmp_path, "profile", "--", *NOTHING, FAKE_NSYS_RUN="0",
-           FAKE_NSYS_EXPORT_FROM=str(export_without(tmp_path, "NVTX_EVENTS")))
+    result = inproc(tmp_path, "profile", "--", *NOTHING, FAKE_NSYS_RUN="0",
+                    FAKE_NSYS_EXPORT_FROM=str(export_without(tmp_path, "NVTX_EVENTS")))
+    assert ("  untraced       no twin: the capture names no one source line for the sync the steps "
+            "are cut") in result.stdout
     (run,) = run_dirs(tmp_path)
     r = record(run)
     assert (r["analysis"]["step_pattern"], r["analysis"]["steps_from"]) == ("infer", "inferred")
     assert r["captured"] == {"steps": 0, "nvtx_ranges": 0, "kernels": 6860}
-    # The bundled capture was made without the sync marks: its .item() has no line to mark.
+    # The bundled capture was made without the sync marks: its .item() has no line to mark;
+    # the report says so.
+    text = (run / "report.md").read_text()
+    assert ("| untraced twin | none: the capture names no one source line for the sync the "
+            "steps are cut after") in text
     assert r["hook"]["twin"] == {
         "runs": 0, "written": False,
         "why": "the capture names no one source line for the sync the steps are cut after "

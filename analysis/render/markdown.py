@@ -13,6 +13,7 @@ from ..render.text import (
     UNKNOWN,
     by_thread,
     ms_from_ns,
+    no_twin_why,
     pct,
     pct_value,
     share_text,
@@ -83,6 +84,8 @@ def md_summary(a) -> str:
     if "untraced" in s:
         rows += [(name, fmt(s["untraced"][key])) for name, key, fmt in UNTRACED_ROWS]
         rows += [(name, share_text(s["untraced"], figure)) for name, figure in SHARE_ROWS]
+    elif no_twin_why(a):
+        rows.append(("untraced twin", f"none: {no_twin_why(a)}"))
     rows += [(f"idle: {c}", ms_from_ns(s["idle_ns_by_cause"][c])) for c in CAUSES]
     rows += [(f"ledger: {LEDGER_WORDS[p]}", ms_from_ns(s["idle_ledger"][p])) for p in LEDGER]
     return md_table(["device " + str(a.device), "value"], rows)

@@ -80,7 +80,18 @@ def steps_lines(s: dict, steps: pd.DataFrame) -> list:
     return lines
 
 
-def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = None) -> str:
+def no_twin_why(a) -> str | None:
+    """Why `gapscope profile` made no untraced twin for this run (run.json's hook.twin.why),
+    where the analysis has none."""
+    if "untraced" in a.summary or a.run is None:
+        return None
+    twin = (a.run.info.get("hook") or {}).get("twin") if isinstance(a.run.info, dict) else None
+    why = twin.get("why") if isinstance(twin, dict) else None
+    return why if isinstance(why, str) and why != "--no-twin" else None
+
+
+def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = None,
+                 no_twin: str | None = None) -> str:
     cover = s["check_cover_median"]
     lines = [
         f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
@@ -112,6 +123,10 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         if u.get("period_ns_spread") is not None:
             lines.append(f"                 the profiler's share of the period: "
                          f"{share_text(u, 'period')} ({u['runs']} untraced runs)")
+    elif no_twin:
+        lines += textwrap.wrap(f"no twin: {no_twin}", TEXT_WIDTH,
+                               initial_indent="  untraced       ",
+                               subsequent_indent=" " * LABEL_WIDTH)
     return "\n".join(lines + metrics_lines(s.get("gpu_metrics")) + floor_lines(s.get("floor")))
 
 
@@ -191,7 +206,7 @@ def to_text(label: str, analyses: list, schema: str) -> str:
     return "\n\n".join(
         metrics_text_summary(label, a.summary, schema, a.steps)
         if a.kind == METRICS
-        else "\n".join([text_summary(label, a.summary, schema, a.steps),
+        else "\n".join([text_summary(label, a.summary, schema, a.steps, no_twin_why(a)),
                         *sync_lines(a.syncs, a.summary["steps"])])
         for a in analyses)
 
