@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# user-programs.sh [OUT] [NAME...]: `gapscope profile` with no flags on the un-annotated example
+# programs (issue 27), one after another, then one plain `nsys profile --trace=cuda` capture of an
+# un-annotated program with no NVTX at all; what the fixtures need packed into one archive,
+# OUT/user-programs.tar (OUT: the argument, else $OUT, else out/user-programs), and a log of the
+# batch beside it. The work is done under $TMPDIR, so nothing else lands in OUT.
+#
+#   nokv      examples/nokv_loop.py: eager, no KV cache, torch.multinomial (steps inferred
+#             between blocking calls; the twin marks the sync's line)
+#   sample    examples/sample_generate.py: generate() sampling on a Llama config (a step a
+#             forward; two calls)
+#   window    examples/window_generate.py: the program's own torch.cuda.profiler window around
+#             the timed generate() (the twin keeps the window's steps)
+#   compiled  examples/decode_loop.py --compile: torch.compile(mode="reduce-overhead"), one CUDA
+#             graph a token (steps inferred at each graph replay; the twin marks each replay)
+#   plain     nsys profile --trace=cuda of examples/nokv_loop.py, exported, then analysed: no
+#             NVTX_EVENTS table in the export
+#
+# Each program is small (GPT-2/Llama-shaped ~125M, a few dozen tokens): each profile is one to
+# two minutes on the H200, mostly process starts (a program that opens no window runs twice
+# under nsys: gapscope's cudaProfilerApi try, then the whole run), the export and three untraced
+# twin runs; the compiled loop compiles once cold, then from inductor's cache. Names pick a
+# subset, to split the batch over two calls. A program that fails does not stop the others; its
+# log still comes back. Run from the repository root, on the GPU machine after
+# `source .carry/env.sh`.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=${here%/scripts}
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+out=${1:-${OUT:-out/user-programs}}
+shift || true
+names=("$@")
+[ "${#names[@]}" -gt 0 ] || names=(nokv sample window compiled plain)
+py=${PYTHON:-python3}
+# PROGRAM_ARGS="--device cpu --size tiny" with NSYS=tests/fake_nsys/nsys: a dry run on a CPU.
+read -r -a extra <<<"${PROGRAM_ARGS:-}"
+work=$(mktemp -d "${TMPDIR:-/tmp}/user-programs.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out" "$work/traces"
+batch_log="$out/user-programs.log"
+log() { echo "user-programs: $*" | tee -a "$batch_log" >&2; }
+
+declare -A programs=(
+  [nokv]="examples/nokv_loop.py --new-tokens 64"
+  [sample]="examples/sample_generate.py --new-tokens 48"
+  [window]="examples/window_generate.py --new-tokens 32"
+  [compiled]="examples/decode_loop.py --compile --new-tokens 48"
+)
+
+started=$SECONDS
+for name in "${names[@]}"; do
+  t0=$SECONDS
+  if [ "$name" = plain ]; then
+    # No NVTX traced, none emitted: the export has no NVTX_EVENTS table.
+    nsys_bin=${NSYS:-nsys}
+    "$nsys_bin" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true \
+      -o "$work/plain" "$py" examples/nokv_loop.py --new-tokens 32 "${extra[@]}" \
+      >"$work/plain.log" 2>&1
+    "$nsys_bin" export --type sqlite --force-overwrite=true -o "$work/plain.sqlite" \
+      "$work/plain.nsys-rep" >>"$work/plain.log" 2>&1
+    "$py" -m analysis.cli analyze "$work/plain.sqlite" >"$work/plain-analyze.txt" 2>&1
+    rc=$?
+  else
+    read -r -a cmd <<<"${programs[$name]}"
+    "$py" -m analysis.cli profile --name "$name" --traces-dir "$work/traces" -- \
+      "$py" "${cmd[@]}" "${extra[@]}" >"$work/$name.log" 2>&1
+    rc=$?
+  fi
+  log "$name: exit $rc in $((SECONDS - t0)) s (total $((SECONDS - started)) s)"
+  tail -n 4 "$work/$name.log" 2>/dev/null | tee -a "$batch_log" >&2
+done
+
+# What comes back: per run directory its capture (xz), run.json, untraced_steps.json, report.md
+# and nsys.log; the plain capture (xz), the logs. One archive, two folders deep at most.
+pack="$work/pack"
+mkdir -p "$pack"
+for run in "$work"/traces/*/; do
+  [ -d "$run" ] || continue
+  dest="$pack/$(basename "$run")"
+  mkdir -p "$dest"
+  for f in run.json untraced_steps.json report.md nsys.log; do
+    [ -f "$run/$f" ] && cp "$run/$f" "$dest/"
+  done
+  [ -f "$run/capture.sqlite" ] && xz -9 -T0 -c "$run/capture.sqlite" >"$dest/capture.sqlite.xz"
+  for k in "$run"/twin/*/; do  # the twin runs' own files (their logs' last lines say enough)
+    [ -d "$k" ] && tail -n 20 "$k/program.log" >"$dest/twin-$(basename "$k").log" 2>/dev/null
+  done
+done
+[ -f "$work/plain.sqlite" ] && xz -9 -T0 -c "$work/plain.sqlite" >"$pack/plain.sqlite.xz"
+cp "$work"/*.log "$work"/*.txt "$pack/" 2>/dev/null
+tar -C "$pack" -cf "$out/user-programs.tar" .
+log "done in $((SECONDS - started)) s: $out/user-programs.tar"

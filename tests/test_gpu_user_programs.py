@@ -1,0 +1,66 @@
+"""`gapscope profile` with no flags on the un-annotated programs of issue 27, with a real nsys on a
+GPU (`make test-gpu`; scripts/user-programs.sh makes the committed captures of the same): the
+steps found, and an untraced twin of the same steps beside them, for a program that opens its own
+profiler window, an eager loop without a KV cache (steps inferred between syncs; the twin marks
+the sync's line) and a compiled graph-per-token loop (steps inferred at each replay)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_scripts import real_nsys_env, run_dirs
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+TINY = ["--size", "tiny"]
+
+
+def profile(tmp_path: Path, *program: str) -> tuple:
+    env = real_nsys_env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    result = subprocess.run([PY, "-m", "analysis.cli", "profile", "--twin-runs", "2", "--", PY,
+                             *program], env=env, cwd=ROOT, capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    record = json.loads((run / "run.json").read_text())
+    out = subprocess.run([PY, "-m", "analysis.cli", "analyze", str(run), "--format", "json"],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return record, json.loads(out.stdout)["summary"], result
+
+
+@pytest.mark.gpu
+def test_the_programs_own_window_gets_its_steps_and_their_twin(tmp_path):
+    record, summary, _ = profile(tmp_path, "examples/window_generate.py", *TINY,
+                                 "--new-tokens", "12")
+    assert record["capture"]["range"] == "cudaProfilerApi"  # its window, no second capture
+    assert (record["analysis"]["steps_from"], record["captured"]["steps"]) == ("function", 12)
+    assert record["hook"]["twin"]["written"] is True
+    assert (summary["untraced"]["runs"], summary["untraced"]["steps"]) == (2, 24)
+
+
+@pytest.mark.gpu
+def test_a_loop_without_a_kv_cache_gets_inferred_steps_and_a_twin_at_its_sync(tmp_path):
+    if sys.version_info < (3, 12):
+        pytest.skip("the twin marks the sync's line with sys.monitoring (Python 3.12+)")
+    record, summary, result = profile(tmp_path, "examples/nokv_loop.py", *TINY,
+                                      "--new-tokens", "24")
+    assert summary["steps_from"] == "inferred"
+    (mark,) = record["hook"]["twin"]["marks"]
+    assert mark.split(":")[0].endswith("transformers/masking_utils.py")
+    assert summary["untraced"]["runs"] == 2 and summary["untraced"]["steps"] > 0
+    assert "  untraced       " in result.stdout
+
+
+@pytest.mark.gpu
+def test_a_compiled_graph_loop_gets_a_step_a_replay_and_a_twin_of_the_replays(tmp_path):
+    record, summary, _ = profile(tmp_path, "examples/decode_loop.py", "--compile", "--tiny",
+                                 "--new-tokens", "16")
+    assert summary["steps_from"] == "inferred"
+    assert summary["steps_inferred_by"].startswith("graph launch")
+    assert record["hook"]["twin"]["marks"] == ["graph"]
+    assert summary["untraced"]["runs"] == 2 and summary["untraced"]["steps"] > 0
