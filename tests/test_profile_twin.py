@@ -365,6 +365,33 @@ def test_the_merge_keeps_each_process_and_thread_and_in_a_window_the_last_sequen
     assert hook.why_empty([tmp_path / "none"]).startswith("the hook wrote nothing")
 
 
+def test_in_a_window_the_merge_keeps_its_steps_counted_from_its_start(tmp_path):
+    def run(steps, inside, clock="cuda-events", **more):
+        return {"thread": "MainThread", "thread_order": 0, "sequence": 0, "clock": clock,
+                "step": steps, "start_ns": steps, "end_ns": steps, "in_window": inside} | more
+
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "untraced-5.json").write_text(json.dumps({
+        "format": FORMAT, "profiler_window": {"started": True, "stopped": True}, "runs": [
+            # One thread's calls on two clocks (CUDA started at call 4): counted across both.
+            run([1, 2, 3], [False, False, True], clock="host-clock"),
+            run([4, 5, 6], [True, True, False])]}))
+    doc = hook.merge([tmp_path / "1"], None, "order", program_window=True)
+    assert [r["step"] for r in doc["runs"]] == [[1], [2, 3]]
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "untraced-6.json").write_text(json.dumps({
+        "format": FORMAT, "profiler_window": {"started": True, "stopped": True}, "runs": [
+            run([1, 2, 3, 4, 5], [False, True, True, True, False], key="graph",
+                boundaries=6)]}))
+    doc = hook.merge([tmp_path / "2"], None, "mark", program_window=True)
+    # Boundaries 2..5 lay inside: the window's 4, its steps 1..3.
+    assert [(r["key"], r["boundaries"], r["step"]) for r in doc["runs"]] == [("graph", 4,
+                                                                              [1, 2, 3])]
+    # Not a window capture (--range all): every step, as numbered.
+    doc = hook.merge([tmp_path / "2"], None, "mark", program_window=False)
+    assert [(r["boundaries"], r["step"]) for r in doc["runs"]] == [(6, [1, 2, 3, 4, 5])]
+
+
 def test_twin_threads_meet_the_traced_threads_by_name_else_by_order(tmp_path):
     # Two twin threads, steps by order: thread 0 spans 5 and 7, thread 1 spans 1 and 3.
     runs = [{"thread": "MainThread", "thread_order": 0, "step": [1, 2], "start_ns": [0, 10],

@@ -85,7 +85,15 @@ def merge(twin_dirs: list, window: list | None, numbering: str, program_window: 
             seen |= opened
             mine = [r for r in doc.get("runs", []) if r.get("step")]
             if program_window and opened:
-                mine = [w for w in (in_window(r, numbering) for r in mine) if w["step"]]
+                firsts = {}  # a thread's (and key's) first step inside the window, all its runs
+                for r in mine:
+                    inside = [n for n, w in zip(r["step"], r.get("in_window") or [],
+                                                strict=False) if w]
+                    at = (r.get("thread_order"), r.get("key"))
+                    if inside:
+                        firsts[at] = min(firsts.get(at, inside[0]), inside[0])
+                mine = [w for w in (in_window(r, numbering, firsts.get(
+                    (r.get("thread_order"), r.get("key")))) for r in mine) if w["step"]]
             elif program_window:
                 last = {}
                 for r in mine:
@@ -105,13 +113,14 @@ def merge(twin_dirs: list, window: list | None, numbering: str, program_window: 
             "unplaced": program_window and not seen and numbering != "range"}
 
 
-def in_window(run: dict, numbering: str) -> dict:
-    """A run's steps inside the program's window, counted from the window's start where they are
-    numbered by order (a mark run's boundaries then are the window's)."""
+def in_window(run: dict, numbering: str, first: int | None) -> dict:
+    """A run's steps inside the program's window, counted from the window's start (its thread's
+    first step there, `first`) where they are numbered by order (a mark run's boundaries then
+    are the window's)."""
     keep = [i for i, w in enumerate(run.get("in_window") or []) if w]
     out = dict(run) | {key: [run[key][i] for i in keep] for key in ("step", "start_ns", "end_ns")}
     if numbering != "range" and keep:
-        first, last = out["step"][0], out["step"][-1]
+        last = out["step"][-1]
         out["step"] = [n - first + 1 for n in out["step"]]
         if numbering == "mark":
             out["boundaries"] = last - first + 2
