@@ -3,7 +3,7 @@ when, under what load, against which nsys, and the range of every output against
 
 import golden
 
-from analysis.study.benchmark import BY, block_text
+from analysis.study.benchmark import block_text
 from analysis.study.publish import GEN_END, gen_start, put_generated
 
 
@@ -28,6 +28,6 @@ def test_the_block_gives_each_median_its_runs_and_the_range_against_nsys():
 
 
 def test_the_block_goes_between_its_markers():
-    doc = f"# Speed\n\n{gen_start('benchmark', BY)}\nold table\n{GEN_END}\n\nafter\n"
-    new = put_generated(doc, "benchmark", "new table", BY)
-    assert new == f"# Speed\n\n{gen_start('benchmark', BY)}\nnew table\n{GEN_END}\n\nafter\n"
+    doc = f"# Speed\n\n{gen_start('benchmark')}\nold table\n{GEN_END}\n\nafter\n"
+    new = put_generated(doc, "benchmark", "new table")
+    assert new == f"# Speed\n\n{gen_start('benchmark')}\nnew table\n{GEN_END}\n\nafter\n"
