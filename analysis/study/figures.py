@@ -32,17 +32,17 @@ UNITS = (r"ns|µs|us|ms|s|sec|min|minutes|seconds|hours|h|%|x|×|B|bytes|KB|kB|M
          r"GiB|TiB|Hz|kHz|MHz|GHz|M|K|k|"
          r"kernels?|ops|op records?|launch(?:es| calls?)|records|gaps?|marks?|calls|steps?|"
          r"captures?|processes|runs|classes|programs|rows")
-NUMBER = r"\d[\d,]*(?:\.\d+)?"
+NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 FIGURE = re.compile(
     rf"(?<![\w.\-/])(?:(?P<approx>~|±|about |\+|−|-)\s?)?(?P<num>{NUMBER})"
     rf"(?:(?P<range>\s?(?:–|-|to|/)\s?[+\-−]?{NUMBER})*)"
     rf"(?P<unit>\s?(?:{UNITS})(?![\w]))?"
-    rf"(?P<of>\s+of\s+(?:the\s+)?\d[\d,]*)?")
+    rf"(?P<of>\s+of\s+(?:the\s+)?{NUMBER})?")
 TOOLS = ("torch", "nsys", "Python", "python", "transformers", "Triton", "HTA", "CUDA", "schema",
          "driver", "Kineto", "Systems", "Compute", "v", "version", "numpy", "pandas", "sqlite",
          "SQLite", "gcc", "cu", "nvtx", "matplotlib", "uv", "pip", "Debian", "Ubuntu", "glibc",
          "cuBLAS", "cuDNN", "NCCL", "Nsight", "Python's", "torch's")
-VERSION = re.compile(r"\d+(?:\.\d+){2,}|\d+\.x")
+VERSION = re.compile(r"\d+(?:\.\d+){2,}|\d+\.x|20\d{2}\.\d+")
 DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?|\d{8}T\d{6}Z")
 ISSUE = re.compile(r"(?:issue|issues|Issue)[ -]$")
 

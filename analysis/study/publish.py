@@ -69,9 +69,10 @@ def _sync_costs(root: Path) -> tuple:
     """`graphed-sync` ÷ `graphed` − 1, untraced: (in one process: [(cost, where)], between
     processes: [(ratio, where)]) from the ladder's finish bench, the family's ladder and the
     observer sweep (each variant its own process there)."""
-    from ..study import observer
+    from ..measures.stats import median
     from ..study.benches import benches
     from ..study.family import ladder_benches
+    from ..study.overhead import process_ms, variant_dirs
 
     same, apart = [], []
     fin = benches(root / SOURCES["ladder"])["finish"]
@@ -82,13 +83,12 @@ def _sync_costs(root: Path) -> tuple:
                 bool(rows.loc[v].get("own_process") is True) for v in ("graphed-sync", "graphed")):
             same.append((rows.loc["graphed-sync", "ms_per_step_median"]
                          / rows.loc["graphed", "ms_per_step_median"], f"Llama batch {batch}"))
-    sweep = observer.sweep(root / SOURCES["observer"])
-    for batch in sorted(sweep["batch"].unique()):
-        rows = sweep[sweep["batch"] == batch].set_index("variant")
-        if {"graphed-sync", "graphed"} <= set(rows.index):
-            a, g = (float(pd.Series(rows.loc[v, "bench_ms"]).median())
-                    for v in ("graphed-sync", "graphed"))
-            apart.append((a / g, f"GPT-2 batch {batch}"))
+    bench = {(batch, vdir.name): process_ms(vdir)
+             for batch, vdir in variant_dirs(root / SOURCES["observer"])}
+    for batch in sorted({b for b, _ in bench}):
+        a, g = bench.get((batch, "graphed-sync")), bench.get((batch, "graphed"))
+        if a and g:
+            apart.append((median(a) / median(g), f"GPT-2 batch {batch}"))
     return same, apart
 
 
@@ -196,7 +196,8 @@ def put_generated(text: str, name: str, body: str, by: str = BY) -> str:
     head, rest = text.split(start, 1)
     if GEN_END not in rest:
         raise ValueError(f"no `{GEN_END}` after `{start}`")
-    return (head + start + "\n" + wrap(body.strip()) + "\n" + GEN_END
+    body = "\n\n".join(wrap(part.strip()) for part in body.strip().split("\n\n"))
+    return (head + start + "\n" + body + "\n" + GEN_END
             + rest.split(GEN_END, 1)[1])
 
 

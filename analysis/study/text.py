@@ -65,7 +65,7 @@ def wrap(block: str, width: int = 100) -> str:
     under its text; tables, headings, images and markers are left as they are."""
     import textwrap
 
-    if block.startswith(("|", "#", "![", "<!--")) or "\n" in block:
+    if block.startswith(("|", "#", "![", "<!--", "    ")) or "\n" in block:
         return block
     indent = "  " if block.startswith("- ") else ""
     return textwrap.fill(block, width, subsequent_indent=indent, break_long_words=False,
