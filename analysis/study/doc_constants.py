@@ -98,7 +98,6 @@ CONSTANTS = {
         ("a step of 8 ops a layer", DESIGN),
         ("up to 16 rows", OPTION + " (harness/llama_ops.py: the GEMV path's limit)"),
         ("5 L + 3 kernels a step", DESIGN),
-        ("Above 16", OPTION + " (harness/llama_ops.py: the GEMV path's limit)"),
         ("8 kernels a layer (101 a step)", DESIGN),
         ("100 new tokens, 3 processes", CONFIG.replace("capture", "peer run") + " (peer.json)"),
         ("5 copies of 1 GiB; 64 MiB on the CPU", OPTION + " (harness/floor.py)"),

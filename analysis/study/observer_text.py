@@ -79,7 +79,7 @@ def bubble_findings(table: pd.DataFrame) -> list:
         out.append(bullet(
             "The sync's bubble, traced and untraced.",
             "`graphed-sync` (one CUDA graph a step, `.item()` after each): the untraced twin "
-            "sees a median bubble of "
+            "(its own runs, other processes than the captures) sees a median bubble of "
             + listing([f"{us_cell_from_ns(r['untraced_bubble_ns'])} µs at batch {r['batch']}"
                        for _, r in gs.iterrows()])
             + "; traced, " + "; ".join(parts) + "."))
@@ -94,7 +94,8 @@ def bubble_findings(table: pd.DataFrame) -> list:
             "Graph-replayed rungs without a per-step sync",
             f"(`graphed`, `fused`) show {span([x / 1e3 for x in traced], '.1f')} µs traced "
             f"(either level) against {span(quiet['untraced_bubble_ns'] / 1e3, '.1f')} µs "
-            "untraced, about the floor of two CUDA events back to back: "
+            "untraced (the twin, other processes), about the floor of two CUDA events back to "
+            "back: "
             f"{span([100 * s for s in shares], '.0f', '%')} of their traced bubble is the "
             "profiler's."))
     return out

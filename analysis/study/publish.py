@@ -161,6 +161,11 @@ How each comparison was made:
 - *in one process*: the variants were timed by one `harness bench` process, one after another;
   *between processes*: by different processes, where an eager figure moves far more than within
   one (part "The A/A noise floor between processes").
+- *within noise*: a figure from two processes (a ratio, a difference of their medians) whose
+  ratio is inside the floor between processes (the largest ratio two processes of one
+  configuration came out apart: the A/A part's, for eager and compiled loops `static`'s and for
+  graph-replayed ones `fused`'s, widened where a part holds two untraced benches of one
+  configuration by their ratio); it stands in place of the number, the floor named beside it.
 - *op records*: the GPU operations nsys recorded (kernels, copies, memsets; a graph replayed at
   graph level is one); *kernels*: the kernel records alone; *launch calls*: the CUDA API calls
   that launched them.
@@ -196,7 +201,8 @@ def put_generated(text: str, name: str, body: str, by: str = BY) -> str:
     head, rest = text.split(start, 1)
     if GEN_END not in rest:
         raise ValueError(f"no `{GEN_END}` after `{start}`")
-    body = "\n\n".join(wrap(part.strip()) for part in body.strip().split("\n\n"))
+    # each paragraph wrapped (a table, a heading or an indented code line left as it is)
+    body = "\n\n".join(wrap(part.strip("\n").rstrip()) for part in body.strip("\n").split("\n\n"))
     return (head + start + "\n" + body + "\n" + GEN_END
             + rest.split(GEN_END, 1)[1])
 
