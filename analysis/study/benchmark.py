@@ -232,8 +232,8 @@ def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tup
 
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
-            scratch: Path, only: tuple = (), no_steps: bool = False) -> str:
-    """Prints the table and returns the block `--write` puts into a document."""
+            scratch: Path, only: tuple = (), no_steps: bool = False) -> dict:
+    """Prints the table and returns the record `--json` writes (block_from_record: its block)."""
     load = os.getloadavg()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     trace = scratch / "bench.sqlite"

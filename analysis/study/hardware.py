@@ -77,9 +77,9 @@ def hardware_md(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def hardware_findings(t: pd.DataFrame) -> list:
-    from ..study.aa import floor as aa_floor
+    from ..study.aa import floors
 
-    floor = aa_floor(Path(), "graph-replayed")
+    floor = floors().get("graph-replayed")
     out = []
     fused = t[t["variant"] == "fused"]
     floors = [f"{span(rows['floor_pct'], '.1f', '%')} in {dtype} (batch "

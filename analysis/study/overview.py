@@ -38,7 +38,7 @@ def every_capture(root: Path) -> pd.DataFrame:
 
     dirs = [(part, d) for part in CAPTURE_SOURCES for d in run_dirs(root / SOURCES[part])]
     done = analysed([d for _, d in dirs], progress=len(dirs) > 1)
-    floors = family_floors(root)
+    floors = family_floors(root / SOURCES["family"])
     rows = []
     for (part, d), (run, _, (a, *_), _) in zip(dirs, done, strict=True):
         s, twin = a.summary, a.summary.get("untraced") or {}
@@ -64,17 +64,15 @@ def every_capture(root: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def family_floors(root: Path) -> dict:
+def family_floors(family: Path) -> dict:
     """model -> kind -> the floor between processes a ratio of its captures meets: the A/A
-    reports' (GPT-2's), and for the family part's model the same widened by its own pairs of
-    untraced benches (family_text.family_floors)."""
+    reports' (GPT-2's), and for the model of the family part's directory `family` the same
+    widened by its own pairs of untraced benches (family_text.family_floors)."""
     from ..study.aa import floors as aa_floors
     from ..study.family import family_capture_rows, ladder_benches
     from ..study.family_text import family_floors as widened
-    from ..study.publish import SOURCES
 
     out = {"gpt2": aa_floors()}
-    family = root / SOURCES["family"]
     by_batch = ladder_benches(family)
     if by_batch:
         first = next(iter(sorted(family.glob("bench-ladder-b*.json"))))
