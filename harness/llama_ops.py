@@ -21,6 +21,7 @@ if triton is not None:
         _gemv_kernel,
         _rope_attention_kernel,
         _silu_mul_kernel,
+        _split_sum_kernel,
     )
 
 GEMV_MAX_BATCH = 16  # rows one GEMV program holds (a tl.dot's least M); more rows: cuBLAS GEMMs
@@ -30,6 +31,10 @@ GEMV_STAGES = 3
 ATTN_BLOCK_T = 64  # cache slots per iteration of the attention's online softmax
 SILU_BLOCK = 1024
 ADVANCE_CHUNK = 256  # head partials per iteration of the greedy pick
+SPLIT_SUM_BLOCK = 1024
+# (kind, N, K, itemsize) -> (block_n, block_k, warps, stages, split): a GEMV's launch where it
+# differs from gemv_config's rule (kind: norm, glu, residual, argmax). Empty: the rule alone.
+GEMV_TUNED = {}
 
 
 def gemv_block_n(n: int, itemsize: int) -> int:
@@ -38,6 +43,14 @@ def gemv_block_n(n: int, itemsize: int) -> int:
     fp32 values need 313 KB of shared memory, over the H200's 227 KB (a 151936-word head)."""
     bn = 128 if n >= 65536 else 64 if n >= 8192 else 32 if n >= 4096 else 16
     return min(bn, 64) if itemsize > 2 else bn
+
+
+def gemv_config(kind: str, n: int, k: int, itemsize: int) -> tuple:
+    """(block_n, block_k, warps, stages, split) of one GEMV: GEMV_TUNED's, else the rule."""
+    tuned = GEMV_TUNED.get((kind, n, k, itemsize))
+    if tuned is not None:
+        return tuned
+    return gemv_block_n(n, itemsize), GEMV_BLOCK_K, GEMV_WARPS, GEMV_STAGES, 1
 
 
 def rms_ref(x: torch.Tensor, norm: tuple) -> torch.Tensor:
@@ -80,7 +93,8 @@ def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tenso
     (the references: one block)."""
     if not use_triton(x):
         return F.linear(rms_ref(x, norm), w, bias).max(-1, keepdim=True)
-    blocks = triton.cdiv(w.shape[0], gemv_block_n(w.shape[0], w.element_size()))
+    bn = gemv_config("argmax", w.shape[0], w.shape[1], w.element_size())[0]
+    blocks = triton.cdiv(w.shape[0], bn)
     pmax = x.new_empty(x.shape[0], blocks, dtype=torch.float32)
     pidx = x.new_empty(x.shape[0], blocks, dtype=torch.long)
     _gemv(x, w, norm=norm, bias=bias, argmax=(pmax, pidx))
@@ -92,18 +106,29 @@ def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=Fa
     b, k = x.shape
     n = w.shape[0]
     assert b <= GEMV_MAX_BATCH and x.stride(1) == 1 and w.stride(1) == 1
-    bn = gemv_block_n(n, w.element_size())
+    kind = ("argmax" if argmax is not None else "glu" if w2 is not None
+            else "residual" if residual else "norm")
+    bn, bk, warps, stages, split = gemv_config(kind, n, k, w.element_size())
+    if kind in ("argmax", "glu"):
+        split = 1  # their epilogues need the whole sum
     pmax, pidx = argmax if argmax is not None else (x, x)
     out = out if out is not None else x
     nw, eps = norm if norm is not None else (x, 0.0)
-    _gemv_kernel[(triton.cdiv(n, bn),)](
+    k_slice = triton.cdiv(triton.cdiv(k, split), bk) * bk
+    part = x.new_empty(split, b, n, dtype=torch.float32) if split > 1 else x
+    _gemv_kernel[(triton.cdiv(n, bn), triton.cdiv(k, k_slice))](
         x, nw, w, w2 if w2 is not None else w, bias if bias is not None else w,
-        bias2 if bias2 is not None else w, out, pmax, pidx, b, n, k, x.stride(0), w.stride(0),
-        (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
+        bias2 if bias2 is not None else w, out, pmax, pidx, part, b, n, k, k_slice, x.stride(0),
+        w.stride(0), (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
         NORM=norm is not None, HAS_BIAS=bias is not None, HAS_BIAS2=bias2 is not None,
         GLU=w2 is not None, RESIDUAL=residual,
-        ARGMAX=argmax is not None, IEEE=_ieee(x), BLOCK_M=16, BLOCK_N=bn,
-        BLOCK_K=GEMV_BLOCK_K, num_warps=GEMV_WARPS, num_stages=GEMV_STAGES)
+        ARGMAX=argmax is not None, IEEE=_ieee(x), SPLIT=split, BLOCK_M=16, BLOCK_N=bn,
+        BLOCK_K=bk, num_warps=warps, num_stages=stages)
+    if split > 1:
+        slices = triton.cdiv(k, k_slice)
+        _split_sum_kernel[(triton.cdiv(b * n, SPLIT_SUM_BLOCK),)](
+            part, bias if bias is not None else w, out, b * n, n, out.stride(0), SPLIT=slices,
+            HAS_BIAS=bias is not None, RESIDUAL=residual, BLOCK=SPLIT_SUM_BLOCK)
 
 
 def _ieee(t: torch.Tensor) -> bool:
