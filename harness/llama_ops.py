@@ -32,9 +32,27 @@ ATTN_BLOCK_T = 64  # cache slots per iteration of the attention's online softmax
 SILU_BLOCK = 1024
 ADVANCE_CHUNK = 256  # head partials per iteration of the greedy pick
 SPLIT_SUM_BLOCK = 1024
-# (kind, N, K, itemsize) -> (block_n, block_k, warps, stages, split): a GEMV's launch where it
-# differs from gemv_config's rule (kind: norm, glu, residual, argmax). Empty: the rule alone.
-GEMV_TUNED = {}
+CUBLAS = "cublas"
+# (kind, N, K, itemsize) -> a GEMV's launch (block_n, block_k, warps, stages, split) where it
+# differs from gemv_config's rule, or CUBLAS: the fused step calls cuBLAS there instead (with
+# torch's RMSNorm before it, silu_mul after gate/up). kind: norm (QKV), glu (gate and up),
+# residual (o, down), argmax (the head). Measured on the H200 by scripts/gemv_sweep.py
+# (docs/sizes-20261201/probe.log: µs a launch, each layer's weights in turn, in a CUDA graph):
+# at Llama-3-8B's shapes in bf16, cuBLAS read the joined QKV at 3.1 TB/s and gate/up at 4.2 TB/s
+# where every Triton launch tried was slower (its RMSNorm prologue reads x before the first
+# weight tile: a wave's latency); split-K GEMVs ran o in 12.1 µs (cuBLAS 12.5) and down in 31.8
+# (cuBLAS 35.9), their second kernel included. Other shapes take the rule.
+GEMV_TUNED = {
+    ("norm", 6144, 4096, 2): CUBLAS,
+    ("glu", 14336, 4096, 2): CUBLAS,
+    ("residual", 4096, 4096, 2): (32, 256, 4, 3, 2),
+    ("residual", 4096, 14336, 2): (64, 256, 4, 3, 4),
+}
+
+
+def on_cublas(kind: str, w: torch.Tensor) -> bool:
+    """Whether the fused step calls cuBLAS for this GEMV (GEMV_TUNED says so)."""
+    return GEMV_TUNED.get((kind, *w.shape, w.element_size())) == CUBLAS
 
 
 def gemv_block_n(n: int, itemsize: int) -> int:
@@ -48,7 +66,7 @@ def gemv_block_n(n: int, itemsize: int) -> int:
 def gemv_config(kind: str, n: int, k: int, itemsize: int) -> tuple:
     """(block_n, block_k, warps, stages, split) of one GEMV: GEMV_TUNED's, else the rule."""
     tuned = GEMV_TUNED.get((kind, n, k, itemsize))
-    if tuned is not None:
+    if tuned is not None and tuned != CUBLAS:
         return tuned
     return gemv_block_n(n, itemsize), GEMV_BLOCK_K, GEMV_WARPS, GEMV_STAGES, 1
 
