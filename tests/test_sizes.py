@@ -5,12 +5,12 @@ steps (fused on its three paths: Triton GEMVs, cuBLAS, and the per-shape mix GEM
 
 import pytest
 import torch
+from test_llama_steps import counts, decode, eager
 from transformers import AutoModelForCausalLM
 
 from harness import llama_fused, llama_ops, model
 from harness.config import ConfigError, RunConfig, validate
 from harness.model import build_config, build_model, draws_on_device, model_record
-from test_llama_steps import counts, decode, eager
 
 # The presets with their widths cut to a few dozen: what the CPU can decode in milliseconds.
 SMALLER = dict(hidden_size=64, intermediate_size=224, num_hidden_layers=2, initializer_range=0.2)
