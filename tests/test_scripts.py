@@ -863,3 +863,9 @@ def test_study_sizes_benches_and_captures_each_size_in_a_process_of_its_own(tmp_
     assert said == [f"capture sizes-{s}-graphed-sync-b1" for s in ("small", "1b", "8b")]
     twins = [c for c in calls if "untraced.json" in c]  # profile.sh's untraced bench, each size
     assert [c.split(" --model ")[1].split()[0] for c in twins] == ["llama", "llama:1b", "llama:8b"]
+
+
+def test_sizes_h200_names_its_stages_on_a_bad_one(tmp_path):
+    result = run_script("sizes-h200.sh", make_env(tmp_path), "everything", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "usage: scripts/sizes-h200.sh peer|rest|all\n"
