@@ -57,6 +57,10 @@ def test_the_1b_preset_is_llama_3_2_1b():
     assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
             c.head_dim, c.intermediate_size, c.vocab_size, c.tie_word_embeddings) == (
         16, 2048, 32, 8, 64, 8192, 128256, True)
+    # 1,235,814,400 parameters: q and o 2048^2, k and v 512 x 2048, gate/up/down 3 x 8192 x 2048,
+    # two norms a layer; one 128256 x 2048 table, tied; the final norm (VARIANTS.md's table).
+    layer = 2 * 2048**2 + 2 * 512 * 2048 + 3 * 8192 * 2048 + 2 * 2048
+    assert 128256 * 2048 + 16 * layer + 2048 == 1_235_814_400
     assert c.rope_parameters == {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                  "original_max_position_embeddings": 8192}
