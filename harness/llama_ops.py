@@ -55,12 +55,13 @@ def on_cublas(kind: str, w: torch.Tensor) -> bool:
     return GEMV_TUNED.get((kind, *w.shape, w.element_size())) == CUBLAS
 
 
-def gemv_block_n(n: int, itemsize: int) -> int:
+def gemv_block_n(n: int, itemsize: int, weights: int = 1) -> int:
     """Output columns per GEMV program: narrow blocks for narrow outputs, so that a 768-wide
-    projection still runs on 48 SMs. In fp32 at most 64: the pipelined weight tiles of 256 x 128
-    fp32 values need 313 KB of shared memory, over the H200's 227 KB (a 151936-word head)."""
+    projection still runs on 48 SMs. In fp32 at most 64 (32 for the gated MLP's two weights):
+    the pipelined weight tiles of 256 x 128 fp32 values (or twice 256 x 64) need 313 KB of
+    shared memory, over the H200's 227 KB (a 151936-word head; 8B's 14336-wide gate and up)."""
     bn = 128 if n >= 65536 else 64 if n >= 8192 else 32 if n >= 4096 else 16
-    return min(bn, 64) if itemsize > 2 else bn
+    return min(bn, 64 // weights) if itemsize > 2 else bn
 
 
 def gemv_config(kind: str, n: int, k: int, itemsize: int) -> tuple:
@@ -68,7 +69,8 @@ def gemv_config(kind: str, n: int, k: int, itemsize: int) -> tuple:
     tuned = GEMV_TUNED.get((kind, n, k, itemsize))
     if tuned is not None and tuned != CUBLAS:
         return tuned
-    return gemv_block_n(n, itemsize), GEMV_BLOCK_K, GEMV_WARPS, GEMV_STAGES, 1
+    bn = gemv_block_n(n, itemsize, 2 if kind == "glu" else 1)
+    return bn, GEMV_BLOCK_K, GEMV_WARPS, GEMV_STAGES, 1
 
 
 def rms_ref(x: torch.Tensor, norm: tuple) -> torch.Tensor:

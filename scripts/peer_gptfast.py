@@ -29,9 +29,9 @@ over processes, their min-max and a 95% bootstrap interval, our floor (harness/f
 Compile caches: every worker gets TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR under
 WORKDIR/cache (a temporary directory unless --workdir; a variable already set is kept), with
 inductor's FX-graph and AOT-autograd caches on: only the first gpt-fast process of a batch compiles
-cold (60-90 s on the H200), the later ones load its kernels (and their coordinate-descent tuning)
-from the cache. Each worker's wall time is in the JSON (`process_s`) and in the progress lines
-(stderr), so a cold process shows as one.
+cold (60-90 s on the H200 at stories110M, about 2 minutes at llama-3-8b), the later ones load its
+kernels (and their coordinate-descent tuning) from the cache. Each worker's wall time is in the
+JSON (`process_s`) and in the progress lines (stderr), so a cold process shows as one.
 """
 
 import argparse

@@ -134,3 +134,11 @@ def test_the_stand_in_s_static_rung_decodes_kv_s_tokens(stand_in):
     name, m, ref = stand_in
     assert torch.equal(decode(m, name, "static")["tokens"], ref["tokens"])
 
+
+
+def test_the_rule_s_fp32_tiles_fit_in_shared_memory_at_8b():
+    # Two fp32 weight tiles of 64 x 256 in flight for gate and up asked the H200 for 313 KB
+    # (docs/sizes-20261201/probe.log): the gated MLP takes half the head's columns in fp32.
+    assert llama_ops.gemv_config("glu", 14336, 4096, 4)[0] == 32
+    assert llama_ops.gemv_config("argmax", 128256, 4096, 4)[0] == 64
+    assert llama_ops.gemv_config("glu", 8192, 2048, 2)[0] == 64  # bf16: as before
