@@ -868,4 +868,4 @@ def test_study_sizes_benches_and_captures_each_size_in_a_process_of_its_own(tmp_
 def test_sizes_h200_names_its_stages_on_a_bad_one(tmp_path):
     result = run_script("sizes-h200.sh", make_env(tmp_path), "everything", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr == "usage: scripts/sizes-h200.sh peer|rest|all\n"
+    assert result.stderr == "usage: scripts/sizes-h200.sh peer|rest|sweep\n"
