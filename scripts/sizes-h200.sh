@@ -5,8 +5,9 @@
 #   peer   (about 9 minutes) scripts/peer_gptfast.py --model llama-3-8b: gpt-fast's own compiled
 #          decode against `fused`, batch 1 and 8, bf16, 100 tokens, 2 processes a side and batch,
 #          interleaved (gpt-fast compiles cold once a batch, about 2 minutes at 8B; its second
-#          process loads the kernels from the shared cache) -> $OUT/peer.json (rewritten after
-#          each process: a run cut short keeps what it measured), $OUT/peer.log
+#          process loads the kernels from the shared cache; PEER_PROCESSES=1: one process a side
+#          and batch, about 6 minutes, no spread between processes) -> $OUT/peer.json
+#          (rewritten after each process: a run cut short keeps what it measured), $OUT/peer.log
 #   rest   (about 8 minutes) the GPU tests of the new sizes (tests/test_gpu_sizes.py: every rung
 #          against kv on reduced-layer copies at fp32, every rung at 8B in bf16) -> $OUT/tests.log;
 #          then the study part `sizes` (scripts/study.sh --parts sizes: llama:8b, llama:1b and
@@ -56,8 +57,8 @@ if [ "$stage" = peer ]; then
   gpt_fast=${GPT_FAST:-$(find_up .peer/gpt-fast/generate.py)/.peer/gpt-fast}
   say "peer: gpt-fast at $gpt_fast"
   timeout 560 "$PY" scripts/peer_gptfast.py --gpt-fast "$gpt_fast" --model llama-3-8b \
-    --batches 1,8 --variants fused --processes 2 --repeats 5 --workdir "$work/peer" \
-    --json "$out/peer.json" 2>&1 | tee "$out/peer.log" || say "peer FAILED or cut short"
+    --batches 1,8 --variants fused --processes "${PEER_PROCESSES:-2}" --repeats 5 \
+    --workdir "$work/peer" --json "$out/peer.json" 2>&1 | tee "$out/peer.log" || say "peer FAILED or cut short"
 fi
 
 if [ "$stage" = rest ]; then
