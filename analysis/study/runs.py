@@ -10,7 +10,7 @@ from ..study.captures import capture_rows, kernels_per_step
 from ..study.text import BETWEEN_PROCESSES, bullet, listing, pct, pct_span, span
 from ..sweep import run_dirs
 
-GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused")
+GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused", "while-graph", "while-fused")
 KERNEL_TABLES = ("fused", "graphed", "static")
 CAUSES = ("sync", "host", "queued")
 
