@@ -2,9 +2,14 @@
 repeats of that one execution's ops, on hand-built exports worked out on paper, and on a real
 node-level capture of while-graph (tests/data/runs/while-graph)."""
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from synth import Synth
 
+from analysis import api
+from analysis.errors import TraceError
 from analysis.measures.infer_loop import LOOP_AGREEMENT, loop_period, loop_steps
 from analysis.measures.summary import analyze
 from analysis.readers import load_trace
@@ -77,3 +82,41 @@ def test_two_streams_may_swap_a_pair_of_ops_in_an_iteration():
     ops = np.array(body * 3 + swapped)
     assert np.mean(ops[:-40] == ops[40:]) >= LOOP_AGREEMENT
     assert loop_period(ops) == 40
+
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def real_loop():
+    """While-graph on the H200, node by node: GPT-2 124M, batch 8, 40 new tokens, uniform:20-40
+    (the loop stopped at step 34, run.json); its twin is the run's untraced_steps.json."""
+    (a,) = api.open(DATA / "runs" / "while-graph")
+    return a
+
+
+def test_the_real_loop_has_a_step_per_iteration_each_ending_with_its_condition_kernel(real_loop):
+    a = real_loop
+    s = a.steps
+    assert list(s["step"]) == list(range(1, 35))  # run.json: 34 steps run
+    assert set(s["op_records"]) == {297}  # 297 kernels a step, each graph node once
+    assert a.summary["steps_inferred_by"] == (
+        "iterations of one graph launch (297 ops a step; its ops recorded with no correlation "
+        "id, given the launch's)")
+    assert a.summary["ops_without_launch_call"] == 0 and a.summary["unattributed_ops"] == 1
+    last = a.ops[a.ops["step"] >= 0].sort_values("start").groupby("step").tail(1)
+    assert {a.trace.strings[int(n)] for n in last["name_id"]} == {"gapscope_while_next"}
+    assert (int(s["gpu_start"].iloc[1]), int(s["bubble_ns"].iloc[1])) == (18198478, 613631)
+
+
+def test_the_real_loops_twin_is_set_beside_its_steps(real_loop):
+    twin = real_loop.summary["untraced"]
+    assert (twin["source"], twin["runs"], twin["steps"]) == ("gpu-globaltimer", 3, 102)
+    assert (twin["bubble_ns_median"], twin["period_ns_median"]) == (6816, 1099808)
+    assert real_loop.steps["untraced_bubble_ns"].notna().sum() == 33  # step 1 has no bubble
+
+
+def test_graph_by_graph_the_loop_is_one_op_and_the_analysis_says_why_in_one_line():
+    with pytest.raises(TraceError, match=r"nsys recorded 1 graph execution\(s\) whole") as e:
+        api.open(DATA / "loop" / "while-graph-graphlevel")
+    assert "\n" not in str(e.value)
