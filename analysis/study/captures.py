@@ -45,7 +45,7 @@ def _held(analyses: list) -> tuple:
             first.trace.strings)
 
 
-GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused")
+GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused", "while-graph", "while-fused")
 
 
 def kind(run) -> str:
