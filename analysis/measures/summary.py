@@ -100,7 +100,15 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
-                    pairs=pairs, checks=cover, ops=ops)
+                    pairs=pairs, checks=cover, ops=numbered(ops, steps))
+
+
+def numbered(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The ops with `step` the number of the step each belongs to (as in the steps and gaps
+    tables, -1 for none), where the analysis counted them by their row in `steps`."""
+    row = ops["step"].to_numpy()
+    number = steps["index"].to_numpy(dtype=np.int64)
+    return ops.assign(step=np.where(row >= 0, number[np.maximum(row, 0)], -1))
 
 
 def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
