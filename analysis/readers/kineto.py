@@ -1,5 +1,6 @@
-"""The Kineto reader: a torch.profiler Chrome trace (`prof.export_chrome_trace`, `.json` or
-`.json.gz`, `.json.xz`) into the in-memory Trace (analysis.readers.trace), the same one the nsys reader makes.
+"""The Kineto reader: a torch.profiler Chrome trace (`prof.export_chrome_trace`, `.json`,
+`.json.gz` or `.json.xz`) into the in-memory Trace (analysis.readers.trace), the same one the
+nsys reader makes.
 
     {"schemaVersion": 1, "baseTimeNanoseconds": ..., "traceEvents": [
       {"ph": "X", "cat": "kernel", "pid": DEVICE, "tid": STREAM, "ts": µs, "dur": µs,
