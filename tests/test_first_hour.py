@@ -3,6 +3,7 @@ library's frames agree on what a step is, bad input is named for what it is, com
 ranges say what they do."""
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,57 @@ def test_the_perfetto_timeline_numbers_ops_and_gaps_alike(tmp_path):
     op_steps = {e["args"]["step"] for e in events if e["cat"] == "op"}
     gap_steps = {e["args"]["step"] for e in events if e["cat"] == "gap"}
     assert gap_steps <= op_steps and min(gap_steps) == 31 and max(op_steps) == 50
+
+
+FORWARD = "transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel.forward"
+
+
+def forwards_trace(tmp_path) -> Path:
+    """Three forwards of a function trace (a name with digits of its own) and two numbered
+    ranges, one launch each."""
+    from synth import Synth
+
+    s = Synth()
+    for i in range(3):
+        s.range(FORWARD, 100 * i, 100 * i + 80)
+        s.range(f"layer_{i}", 100 * i + 10, 100 * i + 20)
+        s.launch(100 * i + 12, 100 * i + 14, 100 * i + 30, 100 * i + 60)
+    return s.write(tmp_path / "fwd.sqlite")
+
+
+def test_ranges_shapes_keep_an_identifiers_digits_and_give_a_pattern_to_paste(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no pandas UserWarning about match groups
+        result = run("ranges", forwards_trace(tmp_path), "--shapes")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"       3   {FORWARD}",
+        "       3   layer_N",
+        "6 ranges, 2 kinds of name; the steps pattern '^Step (\\d+)$' takes none,",
+        "nor does torch.profiler's '^ProfilerStep#(\\d+)$': analyze infers the steps from the "
+        "trace",
+        "the first kind above as the steps: --steps "
+        "'^transformers\\.models\\.gpt2\\.modeling_gpt2\\.GPT2LMHeadModel\\.forward$'"]
+    # The pattern it gives takes the forwards as they are named.
+    pasted = result.output.splitlines()[-1].split("'")[1]
+    (a,) = analysis.open(tmp_path / "fwd.sqlite", steps=pasted)
+    assert (a.summary["steps_from"], a.steps["step"].tolist()) == ("function", [1, 2, 3])
+
+
+def test_ranges_says_one_kind_and_that_infer_takes_no_range(tmp_path):
+    path = forwards_trace(tmp_path)
+    one = run("ranges", path, "--shapes", "--steps", "^layer_(\\d+)$").output.splitlines()
+    assert one[-1] == "6 ranges, 2 kinds of name; * the steps pattern '^layer_(\\d+)$' takes 3 " \
+                      "of them"
+    assert run("ranges", path, "--steps", "infer").output.splitlines()[-1] == (
+        "6 ranges, 4 names; --steps infer: analyze infers the steps from the trace, taking no "
+        "range")
+    lone = run("ranges", path, "--steps", "^transformers")
+    assert lone.output.splitlines()[-1] == "6 ranges, 4 names; * the steps pattern " \
+                                           "'^transformers' takes 3 of them"
+
+
+def test_analyze_with_steps_infer_says_nothing_of_a_pattern_group():
+    result = CliRunner().invoke(main, ["analyze", str(STATIC), "--steps", "infer"])
+    assert result.exit_code == 0, result.output
+    assert "gapscope: note" not in result.stderr
