@@ -100,3 +100,66 @@ def test_analyze_with_steps_infer_says_nothing_of_a_pattern_group():
     result = CliRunner().invoke(main, ["analyze", str(STATIC), "--steps", "infer"])
     assert result.exit_code == 0, result.output
     assert "gapscope: note" not in result.stderr
+
+
+# --- compare ---------------------------------------------------------------------------------
+
+PIPELINED = DATA / "h200-eager-pipelined-seed-bs16.sqlite"
+
+
+def test_identical_inputs_get_identical_cis_wherever_they_sit(static):
+    (p,) = analysis.open(PIPELINED)
+    twice = analysis.compare([static, static]).table
+    assert twice["period_ns_median_ci"].iloc[0] == twice["period_ns_median_ci"].iloc[1]
+    assert twice["period_ns_median_vs_first_ci"].iloc[1] == (0.0, 0.0)
+    first = analysis.compare([static, p]).table
+    moved = analysis.compare([p, static, static]).table
+    for key in ("period_ns_median_ci", "step_cpu_ns_median_ci", "bubble_ns_median_ci"):
+        assert first[key].tolist() == [moved[key].iloc[1], moved[key].iloc[0]]
+        assert moved[key].iloc[1] == moved[key].iloc[2]
+    assert first["period_ns_median_ci"].iloc[0] == (8365230.0, 8797386.5)
+
+
+def _run_dir(path: Path, trace, config: dict | None) -> Path:
+    path.mkdir()
+    trace.write(path / "capture.sqlite")
+    if config is not None:
+        (path / "run.json").write_text(json.dumps({"config": config}))
+    return path
+
+
+def test_compare_of_a_folder_takes_its_run_folders_and_its_loose_exports(tmp_path):
+    from synth import causes_trace
+
+    _run_dir(tmp_path / "b8", causes_trace(), {"variant": "static", "batch": 8})
+    _run_dir(tmp_path / "b32", causes_trace(), {"variant": "static", "batch": 32})
+    causes_trace().write(tmp_path / "mine.sqlite")
+    causes_trace().write(tmp_path / "theirs.sqlite.gz")  # not gzipped: named so, read as it is
+    result = CliRunner().invoke(main, ["compare", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["label"] for r in rows] == ["static b32", "static b8", "mine", "theirs"]
+    # Two run folders of different batches: ranked, with a note saying they differ.
+    assert [r["work"] for r in rows] == ["batch=32", "batch=8", "batch=?", "batch=?"]
+    text = CliRunner().invoke(main, ["compare", str(tmp_path / "b32"), str(tmp_path / "b8")])
+    assert text.stdout.splitlines()[-1] == (
+        "note: the runs compute different steps (batch 32, 8): ranks and differences set unlike "
+        "steps side by side")
+    same = run("compare", tmp_path / "b8", tmp_path / "mine.sqlite")
+    assert "note: the runs compute" not in same.stdout
+
+
+def test_compare_db_prints_what_compare_of_the_traces_prints(tmp_path):
+    from synth import metrics_only_trace
+
+    runs = [DATA / "runs" / n for n in ("static", "graphed")]
+    metrics = tmp_path / "metrics"
+    _run_dir(metrics, metrics_only_trace(), {"variant": "fused", "batch": 32})
+    db = tmp_path / "runs.db"
+    # A capture of GPU metrics alone goes into the database too (compare reads its metrics).
+    assert run("db", "add", db, *runs, metrics).exit_code == 0
+    traced = run("compare", *runs, metrics)
+    stored = run("compare", "--db", db)
+    assert stored.exit_code == 0, stored.output
+    assert "rank traced / untraced       2 / 2" in stored.stdout
+    assert stored.stdout == traced.stdout
