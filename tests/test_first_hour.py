@@ -163,3 +163,57 @@ def test_compare_db_prints_what_compare_of_the_traces_prints(tmp_path):
     assert stored.exit_code == 0, stored.output
     assert "rank traced / untraced       2 / 2" in stored.stdout
     assert stored.stdout == traced.stdout
+
+
+# --- hints for how gapscope was installed ----------------------------------------------------
+
+
+def test_hints_name_the_source_trees_commands_only_in_a_source_tree(tmp_path, monkeypatch):
+    import sys
+
+    from analysis import install
+    from analysis.capture.doctor import check_torch
+    from analysis.readers.runs import find_trace
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # torch not importable
+    (tmp_path / "capture.nsys-rep").write_bytes(b"")
+    assert install.source_tree()
+    assert check_torch()["fix"] == "`make install` (or pip install -e '.[harness]')"
+    monkeypatch.setattr(install, "ROOT", tmp_path)  # a wheel's site-packages/gapscope
+    assert not install.source_tree()
+    assert check_torch()["fix"] == "pip install torch transformers nvtx (the harness' part of " \
+                                   "gapscope)"
+    with pytest.raises(analysis.TraceError) as e:
+        find_trace(tmp_path)
+    assert "scripts/" not in str(e.value) and str(e.value).endswith(
+        f"`nsys export --type sqlite -o {tmp_path / 'capture.sqlite'} "
+        f"{tmp_path / 'capture.nsys-rep'}`")
+    assert "make" not in run("doctor", "--help").output
+
+
+def test_gapscope_version_says_the_version_and_where_it_runs_from():
+    result = run("--version")
+    assert (result.exit_code, result.output) == (0, f"gapscope 0.1.0 (source tree {ROOT})\n")
+
+
+def test_make_test_says_bringing_up_nodes_once_and_each_skip_reason_with_its_count():
+    from types import SimpleNamespace
+
+    import conftest
+
+    said = []
+    reporter = SimpleNamespace(ensure_show_status=lambda: said.append("bringing up nodes..."))
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: reporter))
+    conftest.pytest_xdist_setupnodes(config, [])
+    for _ in range(2):  # as the workers start, and once they have collected
+        reporter.ensure_show_status()
+    assert said == ["bringing up nodes..."]
+
+    def skip(reason):
+        return SimpleNamespace(longrepr=("tests/x.py", 1, f"Skipped: {reason}"))
+
+    lines = []
+    terminal = SimpleNamespace(write_line=lines.append, stats={"skipped": [
+        skip("needs a CUDA GPU"), skip("needs two GPUs"), skip("needs a CUDA GPU")]})
+    conftest.pytest_terminal_summary(terminal)
+    assert lines == ["skipped 2: needs a CUDA GPU", "skipped 1: needs two GPUs"]

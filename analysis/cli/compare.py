@@ -62,7 +62,8 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
     if hardware_plot:
         if c.hardware is None or c.hardware.empty:
             raise GapscopeError("--hardware-plot: none of these runs sampled GPU metrics "
-                                "(profile.sh --metrics makes such a capture)")
+                                "(nsys profile --gpu-metrics-devices=N samples them; "
+                                "`gapscope doctor` says whether this machine can)")
         from ..render.plots import plot_hardware
 
         write(lambda p: plot_hardware(c.hardware, p), Path(hardware_plot))
