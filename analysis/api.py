@@ -51,7 +51,8 @@ class Analysis(measured.Analysis):
 
     steps    step, name, cpu_start, cpu_end, cpu_ns, thread, ops, op_records, gpu_start,
              gpu_end, busy_ns, span_ns, intra_idle_ns, bubble_ns, overlap_ns, period_ns,
-             idle_wait_ns, idle_host_ns, idle_launch_ns
+             idle_wait_ns, idle_host_ns, idle_launch_ns, idle_cause_sync_ns,
+             idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
     gaps     step, start_ns, end_ns, gap_ns, next_stream, next_corr, launch_start_ns, tid,
              wait_ns, launch_ns, host_ns, cause, next_op
     streams  stream, ops, busy_ns

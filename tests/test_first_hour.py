@@ -217,3 +217,63 @@ def test_make_test_says_bringing_up_nodes_once_and_each_skip_reason_with_its_cou
         skip("needs a CUDA GPU"), skip("needs two GPUs"), skip("needs a CUDA GPU")]})
     conftest.pytest_terminal_summary(terminal)
     assert lines == ["skipped 2: needs a CUDA GPU", "skipped 1: needs two GPUs"]
+
+
+# --- the figures and the timeline ------------------------------------------------------------
+
+
+def _row_texts(ax, y_lo: float, y_hi: float) -> list:
+    return [t.get_text() for t in ax.texts if y_lo <= t.get_position()[1] <= y_hi]
+
+
+def test_the_timeline_names_the_step_of_the_gpu_work_at_either_edge():
+    from analysis.render.plots import new_figure
+    from analysis.render.plots_timeline import (
+        GPU_ROW_Y,
+        HOST_ROW_Y,
+        ROW_HEIGHT,
+        draw_overview,
+        draw_zoom,
+        zoom_window,
+    )
+
+    # The fused run's host runs a step ahead: host Step 40 starts as the GPU runs Step 39.
+    a = analysis.load(DATA / "runs" / "fused")
+    fig = new_figure()
+    overview, zoom = fig.add_subplot(211), fig.add_subplot(212)
+    window = zoom_window(a)
+    draw_overview(overview, a, window[:2])
+    assert _row_texts(overview, GPU_ROW_Y, GPU_ROW_Y + ROW_HEIGHT) == [
+        "Step 39", "Step 40", "Step 41", "Step 42"]
+    assert _row_texts(overview, HOST_ROW_Y, HOST_ROW_Y + ROW_HEIGHT) == [
+        "Step 40", "Step 41", "Step 42", "Step 43"]
+    assert overview.get_title().startswith("Step 40 to Step 42, binned to 1000 columns")
+    draw_zoom(zoom, a, window)
+    assert zoom.get_title().startswith("zoom: the last ops of Step 40 and the first of Step 41")
+    # One stream: its row 0-1, the GPU's steps 1.1-1.9, the host's 2.1-2.9.
+    assert _row_texts(zoom, 1, 2) == ["Step 40", "Step 41"]
+    assert _row_texts(zoom, 2, 3) == ["Step 41", "Step 42"]
+
+
+def test_two_threads_are_drawn_and_written_thread_by_thread(tmp_path):
+    from test_analysis_infer import two_threads
+
+    from analysis.render.perfetto import chrome_trace
+    from analysis.render.plots import draw_step_bars, draw_twin, new_figure
+
+    (a,) = analysis.open(two_threads().write(tmp_path / "t.sqlite"))
+    fig = new_figure()
+    bars, period, bubble = fig.add_subplot(311), fig.add_subplot(312), fig.add_subplot(313)
+    draw_step_bars(bars, a)
+    draw_twin((period, bubble), a, None)
+    for ax in (bars, period, bubble):
+        # Each thread's steps a run of their own, named, every step a tick.
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4"] * 2
+        assert [t.get_text() for t in ax.texts] == ["thread python3 (1001)",
+                                                    "thread python3 (1002)"]
+    doc = json.loads(chrome_trace([("t", [a], a.trace.strings, a.trace.blocking)]))
+    tracks = [e["args"]["name"] for e in doc["traceEvents"]
+              if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert [t for t in tracks if "steps" in t] == [
+        "NVTX steps: thread python3 (1001)", "NVTX steps: thread python3 (1002)",
+        "steps (GPU): thread python3 (1001)", "steps (GPU): thread python3 (1002)"]

@@ -52,7 +52,8 @@ def device_path(path: Path, device: int) -> Path:
               show_default=True, help="The table --format csv prints: one row a step, a gap "
                                       "or a stream (and device).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Also draw timeline, per-step bars and gap histogram into this PNG.")
+              help="Also draw the timeline, per-step bars and where the idle time is (gaps by "
+                   "length) into this PNG.")
 @perfetto_option
 @db_option
 @pattern_options

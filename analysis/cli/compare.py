@@ -64,7 +64,7 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
             raise GapscopeError("--hardware-plot: none of these runs sampled GPU metrics "
                                 "(nsys profile --gpu-metrics-devices=N samples them; "
                                 "`gapscope doctor` says whether this machine can)")
-        from ..render.plots import plot_hardware
+        from ..render.plots_runs import plot_hardware
 
         write(lambda p: plot_hardware(c.hardware, p), Path(hardware_plot))
         click.echo(f"gapscope: wrote {hardware_plot}", err=True)
