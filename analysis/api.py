@@ -89,6 +89,7 @@ class Analysis(measured.Analysis):
         ops_per_step, time_ns_per_step, share (of the steps' ops' GPU time)."""
         from .measures.kernels import name_table
 
+        self._needs("ops", "kernels")
         ops = self.named_ops()
         ops = ops[ops["step"].to_numpy() >= 0]
         return name_table(ops, ops["name"], len(self.steps))

@@ -190,8 +190,8 @@ BAD_MESSAGES = {
     "xz-empty": "an xz file holding nothing (a capture cut short?); export the .nsys-rep again "
                 "with `nsys export --type sqlite`",
     "nsys-rep": "an Nsight Systems report (.nsys-rep), which gapscope reads through its SQLite "
-                "export: `nsys export --type sqlite -o capture.sqlite capture.nsys-rep` "
-                "(`gapscope profile` exports its own)",
+                "export: `nsys export --type sqlite -o {dir}/capture.sqlite "
+                "{dir}/capture.nsys-rep` (`gapscope profile` exports its own)",
     "garbled": "unreadable SQLite",
     "other-program": "not an Nsight Systems export (no StringIds table)",
     "truncated": "the file is damaged or truncated; export it again",
@@ -243,7 +243,7 @@ def test_bad_file_gives_one_line_and_exit_2(bad_files, kind):
     assert isinstance(result.exception, SystemExit)
     line = result.output.strip()
     assert "\n" not in line and line.startswith(f"gapscope: error: {path}: ")
-    assert BAD_MESSAGES[kind] in line
+    assert BAD_MESSAGES[kind].format(dir=path.parent) in line
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in path.parent.iterdir()) == sorted(
         p.name for p in bad_files.values() if p.parent == path.parent)

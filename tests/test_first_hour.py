@@ -277,3 +277,30 @@ def test_two_threads_are_drawn_and_written_thread_by_thread(tmp_path):
     assert [t for t in tracks if "steps" in t] == [
         "NVTX steps: thread python3 (1001)", "NVTX steps: thread python3 (1002)",
         "steps (GPU): thread python3 (1001)", "steps (GPU): thread python3 (1002)"]
+
+
+def test_load_gives_one_analysis_and_says_so_where_the_steps_ran_on_several_devices(tmp_path):
+    from synth import causes_trace
+
+    t = causes_trace()
+    t.launch(20, 25, 30, 90, device=1)
+    path = t.write(tmp_path / "two.sqlite")
+    with pytest.raises(analysis.TraceError) as e:
+        analysis.load(path)
+    assert str(e.value) == (f"{path}: the steps ran on devices [0, 1]: load(path, device=N) "
+                            "for one, open_devices(path) for each")
+    assert analysis.load(path, device=1).device == 1
+    assert [a.device for a in analysis.open_devices(path)] == [0, 1] == [
+        a.device for a in analysis.open(path)]
+    a = analysis.load(tmp_path / "two.sqlite", device=0)
+    with pytest.raises(analysis.TraceError, match=r"^step 9: the steps are 1 to 2 \(2 of "):
+        a.step(9)
+    # A stored Analysis keeps its summary and steps: drawing it says where its capture is.
+    with analysis.Database(tmp_path / "runs.db") as db:
+        db.add([a])
+        (kept,) = db.analyses()
+    with pytest.raises(analysis.TraceError, match="plot: a stored Analysis keeps its summary"):
+        kept.plot()
+    with pytest.raises(analysis.TraceError, match="kernels: this Analysis .kind 'stored'. has "
+                                                  "no ops"):
+        kept.kernels()

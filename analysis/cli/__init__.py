@@ -33,8 +33,8 @@ def main():
     \b
     Example:
         gapscope analyze traces/20261130T171200Z-pipelined/
-        gapscope compare tests/data/h200-eager-static-bs16.sqlite traces/*-graphed/
-        gapscope profile -- python examples/hf_decode.py --model llama
+        gapscope compare traces/*-static/ traces/*-graphed/
+        gapscope profile -- python generate.py                # any program, as it is
     """
 
 

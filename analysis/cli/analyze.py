@@ -58,13 +58,13 @@ def device_path(path: Path, device: int) -> Path:
 @db_option
 @pattern_options
 def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_pattern, device):
-    """Analyse one TRACE: an nsys .sqlite export (or .sqlite.gz), a torch.profiler trace
-    (.json, .json.gz) or a run directory (capture.sqlite + run.json).
+    """Analyse one TRACE: an nsys .sqlite export (as it is, .sqlite.gz or .sqlite.xz), a
+    torch.profiler trace (.json, .json.gz) or a run directory (capture.sqlite + run.json).
 
     \b
     Example:
-        gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
-        gapscope analyze tests/data/runs/static --perfetto static.json   # ui.perfetto.dev
+        gapscope analyze capture.sqlite --format json
+        gapscope analyze traces/<UTC>-static/ --perfetto static.json   # ui.perfetto.dev
     """
     with said():
         analyses = api.open(trace, step_pattern, check_pattern, device)

@@ -34,14 +34,13 @@ from .inputs import inputs
 @pattern_options
 def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, check_pattern,
             device):
-    """Compare TRACES (exports, run dirs, or directories of run dirs), the first as the baseline.
+    """Compare TRACES (exports, run dirs, or directories of them), the first as the baseline.
     TRACE:REGEX analyses TRACE with its own steps pattern (over --steps and run.json's).
 
     \b
     Example:
-        gapscope compare tests/data/h200-eager-static-bs16.sqlite \\
-                         tests/data/h200-eager-pipelined-seed-bs16.sqlite
-        gapscope compare traces/sweep-20261201/            # every run under it
+        gapscope compare traces/*-static/ traces/*-graphed/
+        gapscope compare traces/                           # every run and export under it
         gapscope compare mine.sqlite:'^decode (\\d+)$' traces/*-static/
         gapscope compare --db runs.db --where "config_batch = 16"
     """

@@ -40,9 +40,10 @@ def not_a_capture(path: Path, kind: str | None, content: bytes | None) -> str:
     torch.profiler trace."""
     inside = f"{'an' if kind == 'xz' else 'a'} {kind} file holding " if kind else ""
     if content is not None and content.startswith(NSYS_REP_MAGIC):
+        export = path.with_name(path.name.removesuffix(".nsys-rep") + ".sqlite")
         return (f"{inside}an Nsight Systems report (.nsys-rep), which gapscope reads through its "
-                f"SQLite export: `nsys export --type sqlite -o {Path(path.name).stem}.sqlite "
-                f"{path.name}` (`gapscope profile` exports its own)")
+                f"SQLite export: `nsys export --type sqlite -o {export} {path}` (`gapscope "
+                "profile` exports its own)")
     if content == b"":
         what = f"{inside}nothing" if inside else "empty file"
         return f"{what} (a capture cut short?); {_fix(path)}"
