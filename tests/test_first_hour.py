@@ -304,3 +304,24 @@ def test_load_gives_one_analysis_and_says_so_where_the_steps_ran_on_several_devi
     with pytest.raises(analysis.TraceError, match="kernels: this Analysis .kind 'stored'. has "
                                                   "no ops"):
         kept.kernels()
+
+
+def test_a_graph_level_and_a_node_level_capture_of_one_configuration_are_not_repeats(tmp_path):
+    from test_analysis_graphs import graph_only
+
+    def node_level():
+        """graph_only's steps with the graph's kernels recorded one by one (node level)."""
+        from synth import GRAPH_LAUNCH, Synth
+
+        t = Synth()
+        for k, (start, end) in enumerate(((0, 40), (40, 90), (90, 130))):
+            t.range(f"Step {k + 1}", start, end)
+            t.launch(start + 2, start + 6, start + 10, start + 25, api=GRAPH_LAUNCH)
+        return t
+
+    config = {"variant": "graphed", "batch": 8}
+    runs = [_run_dir(tmp_path / f"graph{i}", graph_only(), config) for i in (1, 2)]
+    runs.append(_run_dir(tmp_path / "node", node_level(), config))
+    rows = json.loads(run("compare", *runs, "--format", "json").stdout)["between_runs"]
+    assert [(r["label"], r["runs"]) for r in rows] == [
+        ("graphed cuda_graph_trace=graph", 2), ("graphed cuda_graph_trace=node", 1)]

@@ -146,14 +146,27 @@ def _bench_spread(bench: dict | None) -> tuple | None:
     return (lo, hi) if lo is not None and hi is not None else None
 
 
-def _config_key(run) -> str:
-    """Runs of one configuration: run.json's config without where it was written, captured by
-    the same profiler (an nsys capture and its torch.profiler twin are not repeats)."""
+def _config(run, a) -> dict | None:
+    """What makes two runs repeats: run.json's config without where it was written, and how
+    the CUDA graphs were recorded (a graph-level and a node-level capture of one configuration
+    are two observers, not repeats: summary.cuda_graph_trace); None without a config."""
     config = run.info.get("config")
     if not isinstance(config, dict):
+        return None
+    out = {k: str(v) for k, v in config.items() if k != "out"}
+    if a.summary.get("cuda_graph_trace") in ("graph", "node", "mixed"):
+        out["cuda_graph_trace"] = a.summary["cuda_graph_trace"]
+    return out
+
+
+def _config_key(run, a) -> str:
+    """Runs of one configuration (_config), captured by the same profiler (an nsys capture and
+    its torch.profiler twin are not repeats)."""
+    config = _config(run, a)
+    if config is None:
         return f"label:{run.label}"
     profiler = "nsys" if ".sqlite" in run.trace_path.name else "kineto"
-    return repr([profiler, *sorted((k, str(v)) for k, v in config.items() if k != "out")])
+    return repr([profiler, *sorted(config.items())])
 
 
 def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
@@ -164,11 +177,11 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
     when no configuration has two runs: then only the steps of one run give a spread."""
     groups = {}
     for a, run in zip(analyses, runs, strict=True):
-        groups.setdefault(_config_key(run), []).append((a, run))
+        groups.setdefault(_config_key(run, a), []).append((a, run))
     if max(len(g) for g in groups.values()) < 2:
         return None
     rows, base = [], None
-    names = _group_names([members[0][1] for members in groups.values()])
+    names = _group_names([members[0] for members in groups.values()])
     for name, members in zip(names, groups.values(), strict=True):
         medians = np.array([a.summary["period_ns_median"] for a, _ in members], dtype=np.float64)
         boot = bootstrap_medians(medians)
@@ -188,12 +201,12 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def _group_names(runs: list) -> list:
-    """Each configuration's label, with the config values that tell it from the others where two
-    share a label (`static batch=8`, `static batch=2`)."""
-    configs = [{k: str(v) for k, v in (r.info.get("config") or {}).items() if k != "out"}
-               for r in runs]
-    labels = [r.label for r in runs]
+def _group_names(firsts: list) -> list:
+    """Each configuration's label (`firsts`: the (Analysis, run) of its first run), with the
+    config values that tell it from the others where two share a label (`static batch=8`,
+    `static batch=2`, `fused cuda_graph_trace=node`)."""
+    configs = [_config(r, a) or {} for a, r in firsts]
+    labels = [r.label for _, r in firsts]
     out = []
     for label, c in zip(labels, configs, strict=True):
         same = [d for d, other in zip(configs, labels, strict=True) if other == label]
