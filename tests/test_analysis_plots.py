@@ -113,3 +113,17 @@ def test_a_figure_draws_the_twin_beside_the_traced_steps(tmp_path, monkeypatch):
         "sync: 1 gap, 45%", "host: 2 gaps, 42%", "queued: 1 gap, 6%", "unknown: 1 gap, 6%"]
     overview = next(t for t in seen if t.startswith("Step 1 to Step 2, binned"))
     assert seen[overview] == ["busy", *causes]
+
+
+def test_the_timeline_draws_typical_steps_not_a_pause_between_two_calls():
+    from analysis.render.plots_timeline import typical_first
+
+    # Ten steps of 100 ns, bubble 10; step 5 (row 4) follows a 20x pause (generate() again).
+    period = [100] * 10
+    bubble = [None] + [10] * 9
+    period[4], bubble[4] = 2000, 1910
+    steps = pd.DataFrame({"period_ns": pd.array(period, dtype="Int64"),
+                          "bubble_ns": pd.array(bubble, dtype="Int64")})
+    # Rows 1-3, 5-7 and 6-8 hold no pause; 5-7 is nearest the middle (row 4) of those.
+    assert typical_first(steps) == 5
+    assert typical_first(steps.iloc[:3]) == 0  # no more steps than the timeline draws

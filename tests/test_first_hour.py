@@ -237,7 +237,8 @@ def test_the_timeline_names_the_step_of_the_gpu_work_at_either_edge():
         zoom_window,
     )
 
-    # The fused run's host runs a step ahead: host Step 40 starts as the GPU runs Step 39.
+    # The fused run's host runs a step ahead: host Step 40 starts as the GPU runs Step 39 (the
+    # steps drawn, three typical ones nearest the middle: 40 to 42).
     a = analysis.load(DATA / "runs" / "fused")
     fig = new_figure()
     overview, zoom = fig.add_subplot(211), fig.add_subplot(212)

@@ -80,9 +80,18 @@ def thread_groups(steps) -> list:
             for t, g in steps.groupby("thread", sort=False)]
 
 
-def _ticks(names: np.ndarray, x: np.ndarray, binned: bool, every: int) -> tuple:
+def _ticks(names: np.ndarray, x: np.ndarray, every: int) -> tuple:
+    """Every `every`-th of positions x, labelled by its step (a bar's first step, where a bar
+    is the mean of several: the axis label says so)."""
     at = np.arange(0, len(x), max(1, every))
-    return x[at].tolist(), [f"{names[i]}…" if binned else str(names[i]) for i in at]
+    return x[at].tolist(), [str(names[i]) for i in at]
+
+
+def tick_every(steps, positions: int) -> int:
+    """Label every how many positions: at most 20 labels of two digits across a half-width
+    panel, 14 of three or more, so that they stay apart."""
+    most = 20 if steps["step"].astype(str).str.len().max() <= 2 else 14
+    return max(1, -(-positions // most))
 
 
 def _thread_label(ax, x: float, thread: str | None) -> None:
@@ -97,7 +106,7 @@ def draw_step_bars(ax, a) -> None:
     groups = thread_groups(a.steps)
     shown = {BUSY} | {c for c in CAUSES if a.steps[f"idle_cause_{c}_ns"].to_numpy().any()}
     ticks, words, offset, labelled = [], [], 0, set()
-    every = max(1, min(MAX_BARS, len(a.steps)) // 20)
+    every = tick_every(a.steps, min(MAX_BARS, len(a.steps)))
     for thread, steps in groups:
         most = max(1, MAX_BARS * len(steps) // len(a.steps))
         bins, parts = binned_parts(steps, most)
@@ -115,7 +124,7 @@ def draw_step_bars(ax, a) -> None:
             labelled.add(part)
             bottom += values
         firsts = np.searchsorted(bins, np.arange(len(x)))
-        at, text = _ticks(steps["step"].to_numpy()[firsts], x, len(x) < len(steps), every)
+        at, text = _ticks(steps["step"].to_numpy()[firsts], x, every)
         ticks, words = ticks + at, words + text
         _thread_label(ax, offset - 0.4, thread)
         offset += len(x) + 1
@@ -167,6 +176,11 @@ def draw_gap_histogram(ax, a) -> None:
                   label=f"{cause}: {n} gap{'s' if n != 1 else ''}, {_share(t.sum() / idle)}")
         bottom += t / steps / 1e6
     ax.set_xscale("log")
+    # Plain numbers at 1, 2, 5 of each decade where the lengths span few decades (one label
+    # alone reads as no scale), at the powers of ten where they span many.
+    few = np.log10(edges[-1] / edges[0]) < 3
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5) if few else (1,)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(f"gap length (µs), {len(gaps)} gaps")
     ax.set_ylabel("idle ms per step, in the bin")
@@ -192,7 +206,7 @@ def draw_twin(axes: tuple, a, untraced_ms_per_step: float | None) -> None:
     left, right = axes
     twin = "untraced_period_ns" in a.steps.columns
     groups = thread_groups(a.steps)
-    every = max(1, min(MAX_BARS, len(a.steps)) // 20)
+    every = tick_every(a.steps, len(a.steps))
     for ax, column, scale, unit in ((left, "period_ns", 1e6, "ms"),
                                     (right, "bubble_ns", 1e3, "µs")):
         ticks, words, offset = [], [], 0
@@ -204,7 +218,7 @@ def draw_twin(axes: tuple, a, untraced_ms_per_step: float | None) -> None:
                 ax.plot(x, _series(steps, f"untraced_{column}", scale), marker="s",
                         markersize=3, color=UNTRACED_COLOUR,
                         label=f"{UNTRACED} (twin: CUDA events)" if i == 0 else None)
-            at, text = _ticks(steps["step"].to_numpy(), x, False, every)
+            at, text = _ticks(steps["step"].to_numpy(), x, every)
             ticks, words = ticks + at, words + text
             _thread_label(ax, offset - 0.4, thread)
             offset += len(steps) + 1
@@ -238,7 +252,9 @@ def draw_step_metrics(ax, a) -> None:
                     color=METRIC_COLOURS[column], label=word)
     m = a.summary["gpu_metrics"]
     peak = "" if m["dram_peak_gbps"] is None else f" (DRAM peak {m['dram_peak_gbps']:.0f} GB/s)"
-    ax.set_xticks(x, [str(s) for s in steps["step"]], fontsize=7)
+    # A full-width panel: twice the labels of a half-width one.
+    at, text = _ticks(steps["step"].to_numpy(), x, tick_every(steps, len(steps)) // 2 or 1)
+    ax.set_xticks(at, text, fontsize=7)
     ax.set_ylim(0, 100)
     ax.set_xlabel("step")
     ax.set_ylabel("% of peak (time-weighted)")
@@ -272,7 +288,7 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
     # figure twice (a third of the time of a report on a million ops).
     height = 3.6 * rows
     fig = new_figure(figsize=(13, height))
-    grid = fig.add_gridspec(rows, 2, left=0.09, right=0.99, bottom=0.5 / height,
+    grid = fig.add_gridspec(rows, 2, left=0.105, right=0.99, bottom=0.5 / height,
                             top=1 - 0.95 / height, hspace=0.62, wspace=0.2)
     window = zoom_window(a)
     draw_overview(fig.add_subplot(grid[0, :]), a, None if window is None else window[:2])

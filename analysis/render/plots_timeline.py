@@ -23,6 +23,8 @@ COLUMNS = 1000
 # CUDA graph's step is one or two ops of a millisecond).
 ZOOM_OPS = 8
 ZOOM_PERIOD_SHARE = 0.15
+# Steps as typical as the most typical ones, to this share of their median periods.
+TYPICAL_SHARE = 0.05
 
 
 # The host row's label, by where the steps came from (summary.steps_from).
@@ -49,8 +51,9 @@ def of_thread(steps) -> str:
 
 # The overview's rows above its 0-100% axis: the steps' GPU spans, then their host ranges.
 GPU_ROW_Y, HOST_ROW_Y, ROW_HEIGHT = 1.04, 1.2, 0.13
-# A step's name is written in its bar where the bar is this share of the window wide.
-LABEL_SHARE = 0.04
+# A step's name is written in its bar where the bar is this share of the window wide, and wide
+# enough for the name (a character of 8 pt is about this share of the axes' width).
+LABEL_SHARE, CHAR_SHARE = 0.04, 0.0055
 
 
 def _spans(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple:
@@ -86,7 +89,7 @@ def draw_step_rows(ax, steps, lo: int, hi: int, scale: float, gpu_y: float, host
                                     strict=True)),
                            (y + k * h, h), color=NVTX_COLOUR, edgecolor="black", linewidth=0.6)
             for a, b, name in zip(s0[mine], s1[mine], names[known][which][mine], strict=True):
-                if (b - a) >= LABEL_SHARE * width:
+                if (b - a) >= max(LABEL_SHARE, CHAR_SHARE * (len(name) + 1)) * width:
                     ax.text((a - lo) / scale + width / scale * 0.004, y + (k + 0.5) * h, name,
                             va="center", fontsize=8 if count == 1 else 6, clip_on=True)
 
@@ -100,11 +103,34 @@ def one_thread(steps):
     return steps
 
 
+def typical_first(steps) -> int:
+    """The first of TIMELINE_STEPS consecutive steps that read as the run's steps do: their
+    periods add up nearest to as many median periods, and the bubble after the first is nearest
+    the median bubble (not the pause between two generate() calls, say); the nearest the middle
+    of the window among those about as typical, and never the first step (often slower) where
+    there are more."""
+    n = len(steps)
+    if n <= TIMELINE_STEPS:
+        return 0
+    period = steps["period_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    bubble = steps["bubble_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    starts = np.arange(1, n - TIMELINE_STEPS + 1)
+    sums = np.array([period[i:i + TIMELINE_STEPS].sum() for i in starts])
+    score = (np.abs(sums - TIMELINE_STEPS * np.nanmedian(period))
+             + np.abs(bubble[starts + 1] - np.nanmedian(bubble)))
+    score = np.where(np.isnan(score), np.inf, score)
+    # Typical: within TYPICAL_SHARE of the steps' time of the most typical; of those, the
+    # nearest the middle.
+    typical = score <= score.min() + TYPICAL_SHARE * TIMELINE_STEPS * np.nanmedian(period)
+    middle = np.abs(starts - (n // 2 - 1))
+    return int(starts[typical][np.argmin(middle[typical])])
+
+
 def timeline_steps(steps) -> tuple:
-    """A few steps from the middle of the window, away from the first (often slower) one; of
-    one thread, where several have steps."""
+    """A few typical steps (typical_first) from the window; of one thread, where several have
+    steps."""
     steps = one_thread(steps)
-    first = min(max(len(steps) // 2 - 1, 0), max(len(steps) - TIMELINE_STEPS, 0))
+    first = typical_first(steps)
     chosen = steps.iloc[first:first + TIMELINE_STEPS]
     lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
     hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
@@ -175,13 +201,13 @@ def _outline(ax, x0: float, x1: float):
 
 
 def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
-    """(lo, hi, step before, step after) around the bubble between the two middle steps: from
-    the start of the `ops_each_side`-th op before it to the end of as many ops after it, at most
-    ZOOM_PERIOD_SHARE of the median period on either side."""
+    """(lo, hi, step before, step after) around the bubble between the first two steps of the
+    overview (timeline_steps): from the start of the `ops_each_side`-th op before it to the end
+    of as many ops after it, at most ZOOM_PERIOD_SHARE of the median period on either side."""
     steps = one_thread(a.steps)
     if len(steps) < 2 or a.ops.empty:
         return None
-    k = max(len(steps) // 2 - 1, 0)
+    k = min(typical_first(steps), len(steps) - 2)
     before, after = steps.iloc[k], steps.iloc[k + 1]
     order = np.argsort(a.ops["start"].to_numpy(), kind="stable")
     start, end = a.ops["start"].to_numpy()[order], a.ops["end"].to_numpy()[order]
