@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..measures.infer import infer_steps
+from ..measures.infer_loop import assign_loop_ops, graph_level_hint, loop_steps
 from ..measures.intervals import Coverage, union_ns_by_group
 
 DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
@@ -133,8 +134,11 @@ def step_ranges(trace, pattern: str) -> tuple:
     if trace.ops.empty:
         raise TraceError(f"{trace.path}: --steps infer needs a CUDA trace to infer the steps from")
     try:
-        steps, how = infer_steps(trace)
+        # A loop of one launch (its steps in one execution's repeats), else the host's launches.
+        steps, how = loop_steps(trace) or infer_steps(trace)
     except TraceError as e:
+        if hint := graph_level_hint(trace):
+            raise TraceError(f"{e}; {hint}") from None
         if pattern == INFER or trace.ranges.empty:
             raise
         # The default pattern found nothing and nothing repeats: say what ranges there are.
@@ -152,11 +156,25 @@ def step_ranges(trace, pattern: str) -> tuple:
 NAMES_SHOWN = 8
 
 
+# A number in a name, not the digits of an identifier (`gpt2`, `fp16`, `GPT2LMHeadModel`).
+NAME_NUMBER = r"(?<![A-Za-z0-9])\d+"
+
+
 def name_shapes(names: pd.Series) -> pd.Series:
     """How many ranges have each name shape: the name with its numbers as N (`Step N`), so that
     a step pattern's candidates read as one line each; most frequent first."""
-    shapes = names.astype(str).str.replace(r"\d+", "N", regex=True)
+    shapes = names.astype(str).str.replace(NAME_NUMBER, "N", regex=True)
     return shapes.value_counts(sort=True)
+
+
+def pattern_for(name: str) -> str:
+    r"""A steps pattern that takes the ranges shaped as `name` is: its text, anchored, each
+    number in it any number, the first one the step's (`Step 31` -> `^Step (\d+)$`)."""
+    parts = re.split(NAME_NUMBER, name)
+    literal = [re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", p) for p in parts]
+    numbers = [r"(\d+)"] + [r"\d+"] * (len(parts) - 2)
+    body = literal[0] + "".join(n + lit for n, lit in zip(numbers, literal[1:], strict=False))
+    return f"^{body}$"
 
 
 def names_seen(ranges: pd.DataFrame) -> str:
@@ -175,8 +193,12 @@ def names_seen(ranges: pd.DataFrame) -> str:
 
 def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Row of `steps` each op belongs to, -1 for none. Where two steps of one thread overlap,
-    the op goes to the later-starting one (nsys would count it in both)."""
+    the op goes to the later-starting one (nsys would count it in both). Steps of a loop of one
+    launch (infer_loop.py: they have a `corr`) own their launch's ops by GPU start."""
     owner = np.full(len(ops), -1, dtype=np.int64)
+    if "op_corr" in steps.columns:
+        assign_loop_ops(ops, steps, owner)
+        return owner
     call_start = ops["call_start"].to_numpy()
     call_end = ops["call_end"].to_numpy()
     tid = ops["tid"].to_numpy()
