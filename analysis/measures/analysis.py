@@ -4,11 +4,12 @@ Three kinds share it, the parts a kind lacks are None (never an empty frame that
 
     kind       made by                                 has
     "trace"    a CUDA trace (nsys export, torch.prof.) summary, steps, gaps, streams, syncs,
-                                                       pairs, checks, ops, the trace
+                                                       host, host_steps, pairs, checks, ops,
+                                                       the trace
     "metrics"  nsys GPU metrics without a CUDA trace   summary (gpu_metrics), steps (host ranges)
     "stored"   a row of the results database          summary (flattened back), steps
 
-Columns: docs/METRICS.md ("Per-step table", "Gaps", "Streams", "Syncs"); times in ns.
+Columns: docs/METRICS.md ("Per-step table", "Gaps", "Streams", "Syncs", "Host time"); ns.
 """
 
 from dataclasses import dataclass, fields
@@ -33,6 +34,10 @@ class Analysis:
              cause, next_op, ...)
     streams: one row a stream (stream, ops, busy_ns, share of the window ...)
     syncs:   one row a blocking call site (thread, call, file, line, blocked_ns, ...)
+    host:    one row a step and the named code (row) that spent its host time: python_ns,
+             cuda_ns, sync_ns, ns (exclusive: a step's rows add up to its host period)
+    host_steps: one row a step: its host period (host_start, host_end, host_period_ns) and
+             its parts
     pairs:   streams busy at once, by pair; checks: each stop check's GPU cover
     ops:     the device's GPU ops with the step each falls in (-1: none)
     run:     where it came from (path, label, run.json), set by analysis.open
@@ -48,6 +53,8 @@ class Analysis:
     pairs: pd.DataFrame | None = None
     checks: pd.DataFrame | None = None
     ops: pd.DataFrame | None = None
+    host: pd.DataFrame | None = None
+    host_steps: pd.DataFrame | None = None
     kind: str = TRACE
     run: Run | None = None
     trace: Trace | None = None
@@ -76,7 +83,8 @@ class Analysis:
         parts = [f"device={self.device}", f"kind={self.kind!r}", f"label={self.label!r}",
                  f"steps={len(self.steps)}"]
         parts += [f"{f.name}={len(getattr(self, f.name))}" for f in fields(self)
-                  if f.name in ("gaps", "streams", "syncs") and getattr(self, f.name) is not None]
+                  if f.name in ("gaps", "streams", "syncs", "host")
+                  and getattr(self, f.name) is not None]
         return f"Analysis({', '.join(parts)})"
 
 

@@ -24,7 +24,10 @@ from ..readers.nsys_ops import (
 from ..readers.trace import (
     BLOCKING_CALLS,
     GRAPH_LAUNCH_CALLS,
+    LAUNCH_CALLS,
+    LOOKUP_CALLS,
     Trace,
+    empty_api_calls,
     empty_calls,
     strip_api_suffix,
 )
@@ -147,6 +150,24 @@ def read_calls(con: sqlite3.Connection, strings: dict) -> tuple:
             graph[["start", "end", "tid", "corr"]])
 
 
+# The other API calls (readers/trace.py: not blocking, not launching ops, not lookups), filtered
+# by name inside SQLite: in an eager capture a few a step, where the launches are hundreds.
+API_CALLS_SQL = """
+SELECT start, end, IFNULL(globalTid, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME
+WHERE nameId NOT IN ({ids})
+"""
+
+
+def read_api_calls(con: sqlite3.Connection, strings: dict) -> pd.DataFrame:
+    """start, end, tid of the CUDA API calls that are neither blocking, nor launches, nor
+    per-launch lookups (Trace.api_calls)."""
+    known = call_name_ids(strings, BLOCKING_CALLS | GRAPH_LAUNCH_CALLS | LAUNCH_CALLS
+                          | LOOKUP_CALLS)
+    sql = API_CALLS_SQL.format(ids=", ".join(str(i) for i in known) or "NULL")
+    calls = int_frame(con.execute(sql).fetchall(), ["start", "end", "tid"])
+    return calls if len(calls) else empty_api_calls()
+
+
 # The name is `text`, or the registered string through `textId` (the `nvtx` package registers).
 RANGES_SQL = """
 SELECT e.start, e.end, IFNULL(e.globalTid, -1), {name}
@@ -219,9 +240,10 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         strings = read_strings(con)
         if RUNTIME_TABLE in tables:
             blocking, graph_launches = read_calls(con, strings)
+            api_calls = read_api_calls(con, strings)
         else:  # GPU metrics without a CUDA trace
             blocking = pd.DataFrame({"start": [], "end": [], "tid": [], "name": []})
-            graph_launches = empty_calls()
+            graph_launches, api_calls = empty_calls(), empty_api_calls()
         metrics = read_gpu_metrics(con, tables)
         trace = Trace(
             path=path,
@@ -235,6 +257,7 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
             gpu_metrics=metrics,
             dram_peaks=read_dram_peaks(con, tables, sorted(metrics["device"].unique())),
             thread_names=read_thread_names(con, tables),
+            api_calls=api_calls,
         )
     except sqlite3.DatabaseError as e:
         raise TraceError(
