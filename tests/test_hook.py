@@ -25,13 +25,22 @@ INJECT = ROOT / "harness" / "inject"
 HOOK_FILE = INJECT / "sitecustomize.py"
 
 
+PARTS = ("notes", "recorder", "marks", "nvtx_ranges", "syncs", "imports", "start")
+
+
 @pytest.fixture
-def hook():
-    """A fresh copy of the hook module (its globals, the recorder among them, start empty)."""
-    spec = importlib.util.spec_from_file_location("gapscope_hook_under_test", HOOK_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def hook(monkeypatch):
+    """A fresh copy of the hook package, its parts imported (their globals, the recorder among
+    them, start empty); the process's own copy, if any, is put back afterwards."""
+    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(INJECT))
+    package = importlib.import_module("gapscope_hook")
+    for part in PARTS:
+        importlib.import_module(f"gapscope_hook.{part}")
+    yield package
+    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
+        del sys.modules[name]
 
 
 class Clock:
@@ -46,8 +55,8 @@ class Clock:
 
 
 def recorder(hook, pattern=None, mark=None):
-    hook._REC = hook.Recorder(pattern, mark or Clock())
-    return hook._REC
+    hook.marks._REC = hook.recorder.Recorder(pattern, mark or Clock())
+    return hook.marks._REC
 
 
 # --- step functions --------------------------------------------------------------------------
@@ -74,7 +83,7 @@ def import_with_hook(hook, tmp_path, monkeypatch, name, callbacks, source=LOOP):
     """Imports tmp_path/name.py (source) with the hook's after-import finder in front."""
     (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    finder = hook._AfterImport(callbacks)
+    finder = hook.imports.AfterImport(callbacks)
     monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
     monkeypatch.delitem(sys.modules, name, raising=False)
     module = importlib.import_module(name)
@@ -87,7 +96,7 @@ def test_step_functions_are_wrapped_on_import_and_each_outermost_call_is_a_step(
     rec = recorder(hook)
 
     def wrap(qualname):
-        return lambda module: hook.wrap_function(module, qualname)
+        return lambda module: hook.marks.wrap_function(module, qualname)
 
     loop = import_with_hook(hook, tmp_path, monkeypatch, "hook_loop_a",
                             {"hook_loop_a": [wrap("Model.forward"), wrap("step"),
@@ -105,23 +114,24 @@ def test_step_functions_are_wrapped_on_import_and_each_outermost_call_is_a_step(
                    "clock": "host-clock", "step": [1, 2, 3, 4], "start_ns": [0, 20, 40, 60],
                    "end_ns": [10, 30, 50, 70]}
     # Wrapping twice (a reload's callback on a wrapped class) adds no second layer.
-    assert hook.wrap_function(loop, "step") and loop.step.__wrapped__.__name__ == "step"
+    assert hook.marks.wrap_function(loop, "step") and loop.step.__wrapped__.__name__ == "step"
     assert not hasattr(loop.step.__wrapped__, "__wrapped__")
-    assert not hook.wrap_function(loop, "Model.nothing") and not hook.wrap_function(loop, "nope")
+    assert not hook.marks.wrap_function(loop, "Model.nothing")
+    assert not hook.marks.wrap_function(loop, "nope")
 
 
 def test_a_step_that_raises_still_ends(hook):
     rec = recorder(hook)
-    failing = hook.step_wrapper(lambda: 1 / 0)
+    failing = hook.marks.step_wrapper(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failing()
-    assert rec.runs()[0]["step"] == [1] and hook.step_wrapper(len)("abc") == 3
+    assert rec.runs()[0]["step"] == [1] and hook.marks.step_wrapper(len)("abc") == 3
     assert rec.runs()[0]["step"] == [1, 2]
 
 
 def test_threads_are_numbered_apart_in_order_of_their_first_step(hook):
     rec = recorder(hook)
-    step = hook.step_wrapper(lambda: None)
+    step = hook.marks.step_wrapper(lambda: None)
 
     def work(n):
         for _ in range(n):
@@ -176,7 +186,7 @@ def test_nvtx_ranges_matching_the_pattern_are_steps_and_still_reach_nvtx(hook):
     rec = recorder(hook, r"^Step (\d+)$")
     calls = []
     nvtx = fake_nvtx(calls)
-    hook.patch_nvtx(nvtx)
+    hook.nvtx_ranges.patch_nvtx(nvtx)
     nvtx.push_range("Step 3")
     nvtx.push_range("Model Forward", "green")   # inside a step: not a step
     nvtx.pop_range()
@@ -253,7 +263,7 @@ def test_torch_cuda_nvtx_ranges_are_steps_its_range_context_manager_too(hook):
     rec = recorder(hook, r"^Step (\d+)$")
     module = types.ModuleType("fake_torch_nvtx")
     exec(TORCH_NVTX, module.__dict__)
-    hook.patch_torch_nvtx(module)
+    hook.nvtx_ranges.patch_torch_nvtx(module)
     module.range_push("Step 1")
     module.range_pop()
     with module.range("Step {}", 2):
@@ -266,19 +276,19 @@ def test_torch_cuda_nvtx_ranges_are_steps_its_range_context_manager_too(hook):
 
 def test_the_harness_own_timeline_is_taken_not_timed_twice(hook):
     rec = recorder(hook, r"^Step (\d+)$")
-    assert hook.harness_timeline()
+    assert hook.marks.harness_timeline()
     rec.range_push("Step 1")     # the harness' own range: its StepTimeline times it
     rec.range_pop()
-    hook.harness_step(1, 100, 250)
-    hook.harness_step(2, 400, 520)
+    hook.marks.harness_step(1, 100, 250)
+    hook.marks.harness_step(2, 400, 520)
     assert rec.runs() == [{"thread": "MainThread", "thread_order": 0, "sequence": 0,
                            "clock": "host-clock", "step": [1, 2], "start_ns": [0, 300],
                            "end_ns": [150, 420]}]
 
 
 def test_no_twin_no_harness_hand_over(hook):
-    assert hook._REC is None and hook.harness_timeline() is False
-    hook.harness_step(1, 0, 1)  # nothing to record into: no error
+    assert hook.marks._REC is None and hook.marks.harness_timeline() is False
+    hook.marks.harness_step(1, 0, 1)  # nothing to record into: no error
 
 
 # --- the file --------------------------------------------------------------------------------
@@ -302,8 +312,8 @@ def test_cuda_events_become_ns_from_the_run_first_event(hook):
     times = iter([5.0, 5.25, 6.0, 6.5015])
     rec = recorder(hook, mark=lambda: ("cuda-events", FakeEvent(next(times))))
     for _ in range(2):
-        hook._exit(hook._enter())
-    doc = hook.twin_document(rec, "function")
+        hook.marks._exit(hook.marks._enter())
+    doc = hook.recorder.twin_document(rec, "function")
     assert doc["format"] == "gapscope-untraced-steps/1" and doc["source"] == "hook"
     assert doc["kind"] == "function" and doc["pid"] == os.getpid()
     assert doc["runs"] == [{"thread": "MainThread", "thread_order": 0, "sequence": 0,
@@ -316,7 +326,7 @@ def test_a_step_begun_on_one_clock_and_ended_on_another_is_dropped(hook):
                   ("cuda-events", FakeEvent(2.0)), ("cuda-events", FakeEvent(3.0))])
     rec = recorder(hook, mark=lambda: next(marks))
     for _ in range(2):
-        hook._exit(hook._enter())
+        hook.marks._exit(hook.marks._enter())
     (run,) = rec.runs()
     assert (run["clock"], run["step"], run["end_ns"]) == ("cuda-events", [2], [1_000_000])
 
@@ -325,7 +335,7 @@ def test_a_step_run_inside_a_cuda_graph_capture_is_not_timed(hook):
     marks = iter([("capturing", None), ("capturing", None), ("host-clock", 5), ("host-clock", 9)])
     rec = recorder(hook, mark=lambda: next(marks))
     for _ in range(2):
-        hook._exit(hook._enter())
+        hook.marks._exit(hook.marks._enter())
     (run,) = rec.runs()
     assert (run["step"], run["end_ns"]) == ([2], [4])
 
@@ -336,24 +346,21 @@ Code = namedtuple("Code", "co_filename co_name co_qualname")
 Frame = namedtuple("Frame", "f_code f_lineno f_back")
 
 
-def test_the_sync_mark_names_the_first_frame_outside_torch():
-    spec = importlib.util.spec_from_file_location("hook_sync_names", HOOK_FILE)
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+def test_the_sync_mark_names_the_first_frame_outside_torch(hook):
     user = Frame(Code("/work/loop.py", "run", "Loop.run"), 42, None)
     tensor = Frame(Code("/site/torch/_tensor.py", "__bool__", "Tensor.__bool__"), 9, user)
     cuda = Frame(Code("/site/torch/cuda/__init__.py", "synchronize", "synchronize"), 3, tensor)
-    assert hook.sync_mark_message(cuda, "/site/torch/") == \
+    assert hook.syncs.sync_mark_message(cuda, "/site/torch/") == \
         "gapscope.sync /work/loop.py:42 Loop.run"
     # torch's generated code is walked past too; a relative path is made absolute.
     relative = Frame(Code("lib/gen.py", "stop", "stop"), 7, None)
     fx = Frame(Code("<eval_with_key>.3", "forward", "forward"), 1, relative)
-    assert hook.sync_mark_message(fx, "/site/torch/") == \
+    assert hook.syncs.sync_mark_message(fx, "/site/torch/") == \
         f"gapscope.sync {os.path.abspath('lib/gen.py')}:7 stop"
     # `python -c` code keeps its pseudo-file name; no frame outside torch: no mark.
     stdin = Frame(Code("<string>", "<module>", "<module>"), 1, None)
-    assert hook.sync_mark_message(stdin, None) == "gapscope.sync <string>:1 <module>"
-    assert hook.sync_mark_message(Frame(tensor.f_code, 9, None), "/site/torch/") is None
+    assert hook.syncs.sync_mark_message(stdin, None) == "gapscope.sync <string>:1 <module>"
+    assert hook.syncs.sync_mark_message(Frame(tensor.f_code, 9, None), "/site/torch/") is None
 
 
 def test_torch_sync_warning_becomes_a_mark_and_other_warnings_pass(hook, tmp_path, monkeypatch):
@@ -371,12 +378,12 @@ def test_torch_sync_warning_becomes_a_mark_and_other_warnings_pass(hook, tmp_pat
     spec = importlib.util.spec_from_file_location("fake_torch_ops", fake_torch / "ops.py")
     ops = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ops)
-    monkeypatch.setattr(hook, "_torch_dir", lambda: str(fake_torch) + os.sep)
+    monkeypatch.setattr(hook.syncs, "_torch_dir", lambda: str(fake_torch) + os.sep)
     marks = []
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("default")
         monkeypatch.setattr(warnings, "_showwarnmsg", warnings._showwarnmsg)
-        hook.install_sync_marks(warnings, marks.append)
+        hook.syncs.install_sync_marks(warnings, marks.append)
 
         def loop_line():
             ops.item()
@@ -400,9 +407,9 @@ def test_device_and_event_syncs_torch_does_not_warn_about_are_marked_too(hook, m
 
     torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
         synchronize=lambda device=None: waited.append("device"), Event=Event))
-    monkeypatch.setattr(hook, "_torch_dir", lambda: "/site/torch/")
+    monkeypatch.setattr(hook.syncs, "_torch_dir", lambda: "/site/torch/")
     marks = []
-    hook.mark_unwarned_syncs(torch, marks.append)
+    hook.syncs.mark_unwarned_syncs(torch, marks.append)
 
     def loop_line():
         torch.cuda.synchronize()
@@ -421,7 +428,7 @@ def test_sync_debug_mode_waits_for_cuda_to_start(hook):
         cuda=types.SimpleNamespace(_lazy_call=queued.append),
         _C=types.SimpleNamespace(_cuda_set_sync_debug_mode=modes.append))
     with warnings.catch_warnings():
-        hook.enable_sync_debug(torch)
+        hook.syncs.enable_sync_debug(torch)
         assert modes == [] and len(queued) == 1   # nothing before CUDA starts
         queued[0]()                               # torch.cuda._lazy_init runs the queue
         assert modes == [1]
@@ -445,14 +452,14 @@ def test_without_gapscope_env_it_only_chains_to_the_next_sitecustomize(tmp_path)
     (other / "sitecustomize.py").write_text("import os\nos.environ['CHAINED'] = 'yes'\n")
     result = python(tmp_path, textwrap.dedent("""
         import os, sys
-        hook = sys.modules["gapscope_hook"]
         print(os.environ.get("CHAINED"), sys.modules["sitecustomize"].__file__)
-        print(hook._REC, [type(f).__name__ for f in sys.meta_path].count("_AfterImport"))
+        print("gapscope_hook" in sys.modules,
+              [type(f).__name__ for f in sys.meta_path].count("AfterImport"))
     """), INJECT, other)
     assert result.returncode == 0, result.stderr
     chained, state = result.stdout.splitlines()
     assert chained == f"yes {other / 'sitecustomize.py'}"
-    assert state == "None 0"
+    assert state == "False 0"  # the hook's package is not even imported
     assert result.stderr == ""
     # No sitecustomize further down: nothing chained, nothing printed.
     alone = python(tmp_path, "import sys; print(sys.modules['sitecustomize'].__name__)", INJECT)
@@ -533,7 +540,7 @@ def test_a_compiled_step_function_breaks_its_graph_at_the_events_and_is_still_ti
     import torch._dynamo
 
     rec = recorder(hook)
-    hook.disable_dynamo(torch._dynamo)
+    hook.marks.disable_dynamo(torch._dynamo)
     source = textwrap.dedent("""
         import torch
 
@@ -545,7 +552,7 @@ def test_a_compiled_step_function_breaks_its_graph_at_the_events_and_is_still_ti
             def forward(self, x):
                 return self.linear(x).relu()
     """)
-    wrap = {"hook_compiled_mod": [lambda m: hook.wrap_function(m, "Net.forward")]}
+    wrap = {"hook_compiled_mod": [lambda m: hook.marks.wrap_function(m, "Net.forward")]}
     mod = import_with_hook(hook, tmp_path, monkeypatch, "hook_compiled_mod", wrap, source)
     from torch._dynamo.utils import counters
 
@@ -581,5 +588,5 @@ def test_the_harness_step_timeline_hands_its_marks_to_the_hook(hook, monkeypatch
     assert run["step"] == [1, 2] and run["clock"] == "host-clock"
     assert run["end_ns"] == [marks[0][2] - marks[0][1], marks[1][2] - marks[0][1]]
     # Without the hook's twin (a traced run: sync marks only) the harness keeps to itself.
-    hook._REC = None
+    hook.marks._REC = None
     assert instrument.StepTimeline(on=True)._hook is None

@@ -62,8 +62,11 @@ def test_the_wheel_holds_every_package_under_its_own_name(installed):
     assert packages == ["gapscope/analysis", "gapscope/analysis/capture", "gapscope/analysis/cli",
                         "gapscope/analysis/measures", "gapscope/analysis/readers",
                         "gapscope/analysis/render", "gapscope/analysis/store",
-                        "gapscope/analysis/study", "gapscope/harness"]
+                        "gapscope/analysis/study", "gapscope/harness",
+                        # package data: the hook's own package, imported as gapscope_hook
+                        "gapscope/harness/inject/gapscope_hook"]
     assert "gapscope/harness/inject/sitecustomize.py" in names
+    assert "gapscope/harness/inject/gapscope_hook/start.py" in names
     assert not [n for n in names if n.startswith(("analysis/", "harness/", "tests/"))]
 
 

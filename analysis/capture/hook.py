@@ -17,7 +17,8 @@ from pathlib import Path
 from ..readers.untraced import FILE_NAME, FORMAT
 
 # The folder of the hook, beside the analysis as the repository and an install lay them out; it
-# holds nothing but sitecustomize.py, so putting it first on PYTHONPATH hides nothing else.
+# holds only sitecustomize.py and the package gapscope_hook, so putting it first on PYTHONPATH
+# hides nothing else.
 INJECT_DIR = Path(__file__).resolve().parents[2] / "harness" / "inject"
 TWIN_DIR = "twin"
 

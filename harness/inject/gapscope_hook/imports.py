@@ -1,0 +1,72 @@
+"""Callbacks run on a module right after the program imports it: a meta-path finder that wraps
+the module's own loader, so the program imports everything itself, in its own order."""
+
+import sys
+
+from .notes import say
+
+
+class AfterImport:
+    """A meta-path finder that runs callbacks on a module right after it executes (the module's
+    own finder and loader do the import)."""
+
+    def __init__(self, callbacks: dict):
+        self.callbacks = callbacks  # module name -> [callback(module)]
+        self._busy = set()
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.callbacks or name in self._busy:
+            return None
+        self._busy.add(name)
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._busy.discard(name)
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _Loader(spec.loader, self.callbacks[name])
+        return spec
+
+    def run_now(self, name: str) -> None:
+        """For a module imported before the hook was installed."""
+        module = sys.modules.get(name)
+        if module is not None:
+            run_callbacks(self.callbacks.get(name, []), module)
+
+
+def run_callbacks(callbacks, module) -> None:
+    for callback in callbacks:
+        try:
+            callback(module)
+        except Exception as e:
+            say(f"{getattr(module, '__name__', module)}: {callback.__name__} failed ({e}): "
+                 "that part of the hook is off")
+
+
+class _Loader:
+    def __init__(self, loader, callbacks):
+        self.loader = loader
+        self.callbacks = callbacks
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        # The module keeps its own loader, as if the hook had never been there.
+        module.__loader__ = self.loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        # A module may put another object in its place (torch.backends.cudnn does).
+        run_callbacks(self.callbacks, sys.modules.get(module.__name__, module))
+

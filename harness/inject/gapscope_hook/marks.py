@@ -1,0 +1,104 @@
+"""Where the program's calls reach the recorder: the step functions wrapped, the harness' own
+step marks, and the recorder's entry points, made eager once torch._dynamo is imported."""
+
+_REC = None  # the process's Recorder, set by start.install
+
+
+def use(recorder) -> None:
+    """Makes `recorder` the one every wrapper and patched range reports to."""
+    global _REC
+    _REC = recorder
+
+
+def harness_timeline() -> bool:
+    """The harness times its own steps (StepTimeline on): when the twin is recording, the hook
+    from then on leaves NVTX ranges alone and takes the harness' marks instead (harness_step),
+    so no step gets two pairs of events."""
+    if _REC is None:
+        return False
+    _REC.harness_owns_steps = True
+    return True
+
+
+def harness_step(number: int, start, end) -> None:
+    if _REC is not None:
+        _REC.harness_step(number, start, end)
+
+
+# The recorder's entry points, as module globals the wrappers look up at each call, so that
+# they can be swapped for torch._dynamo.disable'd ones once dynamo is imported: a compiled
+# region then breaks its graph at the boundary and records the event eagerly, in order, as
+# nsys's own function trace (an NVTX push/pop in the same place) makes it.
+
+
+def _enter():
+    return _REC.function_enter()
+
+
+def _exit(token):
+    _REC.function_exit(token)
+
+
+def _push(message, domain):
+    _REC.range_push(message, domain)
+
+
+def _pop(domain):
+    _REC.range_pop(domain)
+
+
+def step_wrapper(fn):
+    """fn, each call a step (only the outermost one where it nests)."""
+    import functools
+
+    @functools.wraps(fn)
+    def gapscope_step(*args, **kwargs):
+        token = _enter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _exit(token)
+
+    gapscope_step.__gapscope_step__ = True
+    return gapscope_step
+
+
+def wrap_function(module, qualname: str) -> bool:
+    """Replaces MODULE's QUALNAME (a function, or a method of a class in it) by its step wrapper.
+    False when the name is not there."""
+    parts = qualname.split(".")
+    owner = module
+    for part in parts[:-1]:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            return False
+    name = parts[-1]
+    raw = vars(owner).get(name) if hasattr(owner, "__dict__") else None
+    if raw is None:
+        raw = getattr(owner, name, None)
+    if raw is None:
+        return False
+    if isinstance(raw, (staticmethod, classmethod)):
+        if getattr(raw.__func__, "__gapscope_step__", False):
+            return True
+        wrapped = type(raw)(step_wrapper(raw.__func__))
+    elif callable(raw):
+        if getattr(raw, "__gapscope_step__", False):
+            return True
+        wrapped = step_wrapper(raw)
+    else:
+        return False
+    setattr(owner, name, wrapped)
+    return True
+
+
+def _arg(args: tuple, kwargs: dict, position: int, name: str):
+    return args[position] if len(args) > position else kwargs.get(name)
+
+def disable_dynamo(dynamo) -> None:
+    """Once torch._dynamo is imported: the recorder's entry points run eagerly, never traced."""
+    global _enter, _exit, _push, _pop
+    _enter, _exit, _push, _pop = (dynamo.disable(f) for f in (_enter, _exit, _push, _pop))
+    for name in ("range_start", "range_end"):
+        setattr(_REC, name, dynamo.disable(getattr(_REC, name)))
+

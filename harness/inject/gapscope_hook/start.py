@@ -1,0 +1,90 @@
+"""install(): the parts of the hook that gapscope's environment turns on (sitecustomize.py's
+docstring lists the variables), each on the module it patches, once the program imports it."""
+
+import os
+import sys
+
+from . import marks, nvtx_ranges, syncs
+from .imports import AfterImport
+from .notes import say
+from .recorder import Recorder, twin_document
+
+
+def step_functions(value: str) -> list:
+    """GAPSCOPE_STEP_FUNCTIONS: "M:Q,M:Q" -> [(M, Q), ...]."""
+    out = []
+    for item in value.split(","):
+        module, _, qualname = item.strip().partition(":")
+        if module and qualname:
+            out.append((module, qualname))
+    return out
+
+
+def install(environ=os.environ) -> None:
+    """Turns on what the environment asks for (GAPSCOPE_TWIN_DIR, GAPSCOPE_SYNC_MARKS)."""
+    import atexit
+    import json
+
+    callbacks = {}
+
+    def on(name, callback):
+        callbacks.setdefault(name, []).append(callback)
+
+    twin_dir = environ.get("GAPSCOPE_TWIN_DIR")
+    if twin_dir:
+        functions = step_functions(environ.get("GAPSCOPE_STEP_FUNCTIONS", ""))
+        pattern = environ.get("GAPSCOPE_STEP_PATTERN") or None
+        rec = Recorder(None if functions else pattern)
+        marks.use(rec)
+        kind = "function" if functions else "nvtx"
+
+        for module_name, qualname in functions:
+            def wrap(module, qualname=qualname):
+                if not marks.wrap_function(module, qualname):
+                    say(f"{module.__name__}:{qualname}: no such function: not timed")
+            wrap.__name__ = f"wrap {qualname}"
+            on(module_name, wrap)
+        if pattern and not functions:
+            on("nvtx", nvtx_ranges.patch_nvtx)
+            on("torch.cuda.nvtx", nvtx_ranges.patch_torch_nvtx)
+        on("torch._dynamo", marks.disable_dynamo)
+
+        def write():
+            if rec.pid != os.getpid():
+                return
+            document = twin_document(rec, kind)
+            # A process that timed no step (torch.compile's worker processes inherit the
+            # environment) leaves no file.
+            if not any(run["step"] for run in document["runs"]):
+                return
+            path = os.path.join(twin_dir, f"untraced-{os.getpid()}.json")
+            try:
+                with open(path, "w") as f:
+                    json.dump(document, f)
+            except Exception as e:
+                say(f"cannot write {path}: {e}")
+
+        atexit.register(write)
+
+        def write_before_torch_exits():
+            # Exit handlers run last-registered first: the events are read before those torch
+            # and the program registered since start-up.
+            atexit.unregister(write)
+            atexit.register(write)
+
+        rec.on_first_step = write_before_torch_exits
+        os.register_at_fork(after_in_child=rec.reset)
+
+    if environ.get("GAPSCOPE_SYNC_MARKS") == "1":
+        import warnings
+
+        syncs.install_sync_marks(warnings, syncs._torch_mark)
+        on("torch", syncs.enable_sync_debug)
+        on("torch", syncs.mark_device_and_event_syncs)
+
+    if callbacks:
+        finder = AfterImport(callbacks)
+        sys.meta_path.insert(0, finder)
+        for name in callbacks:
+            finder.run_now(name)
+
