@@ -18,6 +18,7 @@ from pathlib import Path
 from .errors import TraceError
 from .measures.analysis import Analysis
 from .measures.floor import floor_summary
+from .measures.host_untraced import with_host_untraced
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
 from .measures.summary import analyze as run_analysis
@@ -84,6 +85,8 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
         # cut elsewhere, so the two are not set side by side.
         analyses = [a if a.summary.get("steps_from") == "inferred" else with_untraced(a, twin)
                     for a in analyses]
+        # The host table's twin, where the hook timed its named code (GAPSCOPE_HOST_FUNCTIONS).
+        analyses = [with_host_untraced(a, twin) for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
     analyses = [dataclasses.replace(a, summary=a.summary | {"floor": floor_summary(
         run.info, a.steps, a.summary.get("gpu_metrics"))}) for a in analyses]

@@ -86,9 +86,28 @@ def merge(twin_dirs: list, window: list | None, numbering: str,
                              "step": r["step"], "start_ns": r["start_ns"],
                              "end_ns": r["end_ns"]})
     clocks = sorted({r["clock"] for r in runs if r["clock"]})
-    return {"format": FORMAT, "source": "hook", "numbering": numbering,
-            "clock": clocks[0] if len(clocks) == 1 else clocks, "window": window,
-            "ms_per_step_median": None, "runs": runs}
+    document = {"format": FORMAT, "source": "hook", "numbering": numbering,
+                "clock": clocks[0] if len(clocks) == 1 else clocks, "window": window,
+                "ms_per_step_median": None, "runs": runs}
+    host = host_entries(twin_dirs)
+    if host:
+        document["host"] = host
+    return document
+
+
+def host_entries(twin_dirs: list) -> list:
+    """The twin's host times (the hook's host_times.py), every process's threads, each entry
+    with its twin run and process (readers/untraced.py, `host`)."""
+    out = []
+    for k, directory in enumerate(twin_dirs, start=1):
+        for p, path in enumerate(process_files(directory)):
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            out += [{"twin_run": k, "process": p, **entry} for entry in doc.get("host") or []
+                    if isinstance(entry, dict)]
+    return out
 
 
 def why_empty(twin_dirs: list) -> str:

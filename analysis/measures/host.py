@@ -120,16 +120,16 @@ def _coverages(trace, tid: int) -> tuple:
 def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
     """(per step, per row) for the step ranges `steps` (start, end, tid, index, thread, name):
 
-    per step: step, thread, host_start, host_end, host_period_ns, paused, named_ns, python_ns, cuda_ns,
-              sync_ns, forward_ns (the forward's python and cuda time, inclusive),
-              forward_python_ns (its python part)
+    per step: step, thread, tid, host_start, host_end, host_period_ns, paused, named_ns,
+              python_ns, cuda_ns, sync_ns, forward_ns (the forward's python and cuda time,
+              inclusive), forward_python_ns (its python part)
     per row:  step, thread, row, calls, python_ns, cuda_ns, sync_ns, ns, forward_ns (the part
               of ns inside a forward), kind ("step": the step's own range, "code", "other")
 
     `own_step_range`: the step ranges are NVTX ranges that mark only the step (`Step N`): their
     own time is not named code. Function steps are code, inferred steps are no range at all."""
     periods = host_periods(steps)
-    rows, per_step = [], []
+    rows = []
     ranges = trace.ranges
     for tid, group in steps.groupby("tid", sort=False):
         mine = ranges[(ranges["tid"].to_numpy() == tid)
@@ -199,6 +199,7 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
         per[part] = grouped[part].sum().reindex(per.index, fill_value=0).to_numpy()
     per["named_ns"] = table.loc[named].groupby("step_index")["ns"].sum().reindex(
         per.index, fill_value=0).to_numpy()
+    per.insert(0, "tid", steps["tid"].to_numpy())
     per.insert(0, "thread", steps["thread"].to_numpy())
     per.insert(0, "step", steps["index"].to_numpy())
     sums = grouped["ns"].sum().reindex(per.index, fill_value=0).to_numpy()
@@ -210,7 +211,8 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
 
 
 def _empty_steps() -> pd.DataFrame:
-    columns = ["step_index", "step", "thread", "host_start", "host_end", "paused", "host_period_ns",
+    columns = ["step_index", "step", "thread", "tid", "host_start", "host_end", "paused",
+               "host_period_ns",
                "python_ns", "cuda_ns", "sync_ns", "forward_ns", "forward_python_ns", "named_ns"]
     return pd.DataFrame({c: pd.Series(dtype=object if c == "thread" else np.int64)
                          for c in columns})

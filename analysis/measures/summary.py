@@ -100,8 +100,8 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
-    host_steps, host_rows, summary["host"] = host_analysis(trace, steps, on_device.index,
-                                                           table, origin)
+    host_steps, host_rows, summary["host"] = host_analysis(trace, steps, on_device.index, ops,
+                                                           origin)
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
                     pairs=pairs, checks=cover, ops=ops, host=host_rows, host_steps=host_steps)
 

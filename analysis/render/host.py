@@ -24,8 +24,13 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[len(text) - width + 1:]
 
 
-def _ms(ns) -> str:
-    return "" if ns is None else f"{ns / 1e6:.2f}"
+def _ms(ns, digits: int = 2) -> str:
+    return "" if ns is None else f"{ns / 1e6:.{digits}f}"
+
+
+def _ms3(ns) -> str:
+    """Markdown's ms: three decimals (µs)."""
+    return _ms(ns, 3)
 
 
 def untraced_cell(row: dict) -> str:
@@ -108,11 +113,11 @@ def md_host(a) -> str:
     header += ["untraced ms", "profiler's share"] if twin else []
     rows = []
     for r in h["rows"]:
-        cells = [r["row"], _ms(r["ns"]), _ms(r["python_ns"]), _ms(r["cuda_ns"]),
-                 _ms(r["sync_ns"]), f"{r['share']:.1%}", f"{r['calls']:.2f}"]
+        cells = [r["row"], _ms3(r["ns"]), _ms3(r["python_ns"]), _ms3(r["cuda_ns"]),
+                 _ms3(r["sync_ns"]), f"{r['share']:.1%}", f"{r['calls']:.2f}"]
         if twin:
             share = r.get("profiler_share")
-            cells += [_ms(r.get("untraced_ns")), "" if share is None else f"{share:.1%}"]
+            cells += [_ms3(r.get("untraced_ns")), "" if share is None else f"{share:.1%}"]
         rows.append(cells)
     left = h["steps"] - h["steps_in_means"]
     text = (f"Host time a step, device {a.device}: {ms_from_ns(h['period_ns_mean'])} on the "
@@ -125,7 +130,7 @@ def md_host(a) -> str:
     if h.get("bounds"):
         text += "\n\nWhat removing it would buy (medians over the steps):\n\n" + md_table(
             ["if", "lower ms", "upper ms", "now ms", "GPU busy ms", "speed-up"],
-            [[b["scenario"], _ms(b["lower_ns"]), _ms(b["upper_ns"]), _ms(b["host_period_ns"]),
-              _ms(b["busy_ns"]), "" if b["speedup_min"] is None
+            [[b["scenario"], _ms3(b["lower_ns"]), _ms3(b["upper_ns"]), _ms3(b["host_period_ns"]),
+              _ms3(b["busy_ns"]), "" if b["speedup_min"] is None
               else f"{b['speedup_min']:.2f}-{b['speedup_max']:.2f}x"] for b in h["bounds"]])
     return text

@@ -168,8 +168,8 @@ def _csv_cells(series: pd.Series) -> list:
 
 def csv_chunks(analyses: list, table: str = "steps"):
     """`analyze --format csv`: one table (steps, gaps, streams, syncs or host), one row per step,
-    gap, stream, sync site or step and host row, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a
-    second: pandas' to_csv takes seconds)."""
+    gap, stream, sync site or step and host row, and device, in pieces of CSV_CHUNK_ROWS rows
+    (a million gaps in a second: pandas' to_csv takes seconds)."""
     if table != "steps" and any(a.kind == METRICS for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
                          "gaps, streams, syncs or host table; --table steps prints its per-step "

@@ -12,6 +12,9 @@ GAPSCOPE_TWIN_DIR=DIR        the untraced twin (a run without nsys): two CUDA ev
                                range_start/range_end or range; the number is RE's group 1
   GAPSCOPE_STEP_FUNCTIONS=M:Q,...  every call of these functions (module M, qualified name Q),
                                numbered by order of call within the thread
+GAPSCOPE_HOST_FUNCTIONS=M:Q,...  the host table's named code (gapscope_hook/host_times.py):
+                             each call an NVTX range in the traced run, timed on the host clock
+                             (exclusive, per step) in the twin's
 GAPSCOPE_SYNC_MARKS=1        in the traced run: torch's sync debug mode ("warn"), and each of its
                              "called a synchronizing CUDA operation" warnings becomes, instead of
                              a printed warning, an NVTX mark `gapscope.sync FILE:LINE FUNCTION`
@@ -46,7 +49,8 @@ def _chain() -> None:
 
 
 if __name__ == "sitecustomize":
-    if os.environ.get("GAPSCOPE_TWIN_DIR") or os.environ.get("GAPSCOPE_SYNC_MARKS") == "1":
+    if (os.environ.get("GAPSCOPE_TWIN_DIR") or os.environ.get("GAPSCOPE_SYNC_MARKS") == "1"
+            or os.environ.get("GAPSCOPE_HOST_FUNCTIONS")):
         try:
             from gapscope_hook import start
 

@@ -9,6 +9,7 @@ sys.modules.
                     harness' own marks, entry points made eager under torch.compile
     nvtx_ranges.py  nvtx's and torch.cuda.nvtx's ranges, the steps among them recorded
     syncs.py        the traced run's sync marks: each synchronizing call's source line
+    host_times.py   the host table's named code: an NVTX range a call traced, timed untraced
     imports.py      callbacks run on a module right after the program imports it
     start.py        install(): which parts the environment turns on
 
