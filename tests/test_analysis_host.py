@@ -32,7 +32,7 @@ def host(tmp_path, scale=1, name="h.sqlite"):
 
 
 def by_row(a, step_row):
-    rows = a.host[a.host["step_row"] == step_row].set_index("row")
+    rows = a.host[a.host["step_row"] == step_row].set_index("name")
     return {r: tuple(rows.loc[r, ["python_ns", "cuda_ns", "sync_ns"]]) for r in rows.index}
 
 
@@ -54,7 +54,7 @@ def test_each_step_host_period_is_split_by_the_innermost_named_code(tmp_path):
     assert list(steps["forward_ns"]) == [50, 50, 50]
     assert list(steps["forward_python_ns"]) == [35, 40, 45]
     # Calls: the ranges that start in the step (the loop began before it).
-    first = a.host[a.host["step_row"] == 0].set_index("row")["calls"].to_dict()
+    first = a.host[a.host["step_row"] == 0].set_index("name")["calls"].to_dict()
     assert first == {FORWARD: 1, WARPER: 1, LOOP: 0, "other": 0}
 
 
@@ -64,8 +64,8 @@ def test_the_summary_means_rows_over_the_steps_and_the_least_named_step(tmp_path
     assert h["period_ns_mean"] == pytest.approx(200 / 3)
     assert h["named_share"] == pytest.approx(190 / 200)
     assert h["named_share_min"] == pytest.approx(0.9)
-    rows = {r["row"]: r for r in h["rows"]}
-    assert [r["row"] for r in h["rows"]] == [FORWARD, LOOP, WARPER, "other"]
+    rows = {r["name"]: r for r in h["rows"]}
+    assert [r["name"] for r in h["rows"]] == [FORWARD, LOOP, WARPER, "other"]
     assert (rows[FORWARD]["ns"], rows[FORWARD]["python_ns"], rows[FORWARD]["cuda_ns"]) == (
         50, 40, 10)
     assert rows[WARPER]["ns"] == pytest.approx(20 / 3) and rows[WARPER]["kind"] == "code"
@@ -104,7 +104,7 @@ def test_the_untraced_twin_sets_each_row_beside_the_traced_one(tmp_path):
     path.write_text(json.dumps(TWIN))
     a = with_host_untraced(host(tmp_path), read_untraced_steps(path))
     h = a.summary["host"]
-    rows = {r["row"]: r for r in h["rows"]}
+    rows = {r["name"]: r for r in h["rows"]}
     # Step 2's after-time is a pause (210 > the median period 150): left out, as traced.
     assert rows[FORWARD]["untraced_ns"] == 30 and rows[FORWARD]["profiler_share"] == 0.4
     assert rows[WARPER]["untraced_ns"] == pytest.approx(10 / 3)
@@ -120,7 +120,7 @@ def test_a_capture_without_named_code_says_why_and_keeps_the_parts(tmp_path):
     h = a.summary["host"]
     assert h["why"].startswith("no named code inside the steps")
     # The NVTX steps' own ranges mark steps, not code: none of it is named.
-    assert [(r["row"], r["kind"]) for r in h["rows"]] == [("Step N", "step")]
+    assert [(r["name"], r["kind"]) for r in h["rows"]] == [("Step N", "step")]
     assert h["named_share"] == 0 and h["sync_ns_mean"] == (30 + 15 + 20 + 18) / 2
 
 
@@ -141,12 +141,12 @@ def test_every_output_has_the_host_table(tmp_path):
     assert all(len(line) <= 100 for line in lines)
     csv = run("analyze", path, "--steps", STEPS, "--format", "csv", "--table", "host")
     table = pd.read_csv(io.StringIO(csv.stdout))
-    assert list(table.columns) == ["step_row", "step", "thread", "row", "kind", "calls",
+    assert list(table.columns) == ["step_row", "step", "thread", "name", "kind", "calls",
                                    "python_ns", "cuda_ns", "sync_ns", "ns", "forward_ns",
                                    "device"]
     assert table.groupby("step_row")["ns"].sum().tolist() == [100_000, 50_000, 50_000]
     out = json.loads(run("analyze", path, "--steps", STEPS, "--format", "json").stdout)
-    assert out["host"]["row"][0] == FORWARD and "bounds" in out["summary"]["host"]
+    assert out["host"]["name"][0] == FORWARD and "bounds" in out["summary"]["host"]
     md = run("analyze", path, "--steps", STEPS, "--format", "md").stdout
     assert f"| {FORWARD} | 0.050 | 0.040 | 0.010 | 0.000 | 75.0% | 1.00 |" in md
     assert "| forward as one CUDA graph | 0.025 | 0.035 | 0.050 | 0.025 | 1.43-2.00x |" in md
@@ -170,10 +170,10 @@ def test_a_generate_loop_host_time_is_mostly_its_forward(user):
     (a,) = analysis.open(user["gen-dynamic-fn"], steps=r"GPT2LMHeadModel\.forward$")
     h = a.summary["host"]
     assert (h["steps"], h["steps_in_means"], h["paused_steps"]) == (100, 98, 2)
-    rows = {r["row"]: r for r in h["rows"]}
+    rows = {r["name"]: r for r in h["rows"]}
     forward = rows["transformers.models.gpt2.modeling_gpt2.GPT2LMHeadModel.forward"]
     # Only the forward is traced in this capture: the rest of generate() is `other`.
-    assert set(rows) == {forward["row"], "other"}
+    assert set(rows) == {forward["name"], "other"}
     assert round(forward["share"], 4) == 0.8541 and round(h["named_share_min"], 4) == 0.8178
     assert round(forward["cuda_ns"] / forward["ns"], 3) == 0.241
     graph = h["bounds"][0]
@@ -184,7 +184,7 @@ def test_a_generate_loop_host_time_is_mostly_its_forward(user):
 
 def test_a_loop_of_its_own_names_its_step_function_and_the_library_ranges_in_it(user):
     (a,) = analysis.open(user["loop-eager-fn"], steps=r"toy_lm\.decode_one_token$")
-    rows = {r["row"]: r for r in a.summary["host"]["rows"]}
+    rows = {r["name"]: r for r in a.summary["host"]["rows"]}
     assert set(rows) == {"toy_lm.decode_one_token", "cub::DeviceRadixSort",
                          "cub::DeviceScan::InclusiveScan", "other"}
     assert a.summary["host"]["named_share_min"] > 0.98
@@ -193,7 +193,7 @@ def test_a_loop_of_its_own_names_its_step_function_and_the_library_ranges_in_it(
 def test_the_harness_steps_name_its_forward_and_stop_check(data_dir):
     (a,) = analysis.open(data_dir / "runs" / "static")
     h = a.summary["host"]
-    rows = {r["row"]: r for r in h["rows"]}
+    rows = {r["name"]: r for r in h["rows"]}
     assert list(rows) == ["Model Forward", "Check Stop Condition", "Step N", "other"]
     assert rows["Step N"]["kind"] == "step"
     assert round(h["named_share"], 4) == 0.9941

@@ -235,5 +235,5 @@ def host_functions(cmd: tuple, cwd: Path, transformers_dir: str | None, extra: t
     found = list(extra)
     if transformers_dir:
         found += transformers_functions(Path(transformers_dir))
-    found += TORCH + own_functions(cmd, cwd)
+    found += [*TORCH, *own_functions(cmd, cwd)]
     return [f for f in dict.fromkeys(found) if f not in set(steps)]

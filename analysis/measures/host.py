@@ -166,7 +166,7 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
         kind_of = np.array([("step" if own_step_range and n in step_names else "code")
                             for n in mine["name"]] + [OTHER], dtype=object)
         label = np.where(owner >= 0, owner, len(mine))
-        seg = pd.DataFrame({"pos": step_pos, "row": names[label], "kind": kind_of[label],
+        seg = pd.DataFrame({"pos": step_pos, "name": names[label], "kind": kind_of[label],
                             "python_ns": python_ns, "cuda_ns": cuda_ns, "sync_ns": sync_ns,
                             "forward_ns": np.where(forward, python_ns + cuda_ns, 0),
                             "forward_python_ns": np.where(forward, python_ns, 0)})
@@ -175,12 +175,12 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
         rj = np.searchsorted(h_start[order], r_start, side="right") - 1
         rjj = np.clip(rj, 0, None)
         started = (rj >= 0) & (r_start < h_end[order][rjj])
-        calls = pd.DataFrame({"pos": order[rjj[started]], "row": names[:-1][started]})
-        calls = calls.groupby(["pos", "row"]).size().rename("calls")
-        by = seg.groupby(["pos", "row", "kind"], sort=False)[
+        calls = pd.DataFrame({"pos": order[rjj[started]], "name": names[:-1][started]})
+        calls = calls.groupby(["pos", "name"]).size().rename("calls")
+        by = seg.groupby(["pos", "name", "kind"], sort=False)[
             ["python_ns", "cuda_ns", "sync_ns", "forward_ns", "forward_python_ns"]].sum()
         by = by.reset_index()
-        by = by.join(calls, on=["pos", "row"])
+        by = by.join(calls, on=["pos", "name"])
         by["calls"] = by["calls"].fillna(0).astype(np.int64)
         index = group.index.to_numpy()
         by["step_index"] = index[by["pos"].to_numpy()]
@@ -206,7 +206,7 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
     if not np.array_equal(sums, per["host_period_ns"].to_numpy()):
         raise AssertionError("gapscope bug: the host rows do not add up to the step's host time")
     return per.reset_index().rename(columns={"index": "step_index"}), table[
-        ["step_index", "step", "thread", "row", "kind", "calls", "python_ns", "cuda_ns",
+        ["step_index", "step", "thread", "name", "kind", "calls", "python_ns", "cuda_ns",
          "sync_ns", "ns", "forward_ns"]]
 
 
@@ -219,9 +219,9 @@ def _empty_steps() -> pd.DataFrame:
 
 
 def _empty_rows() -> pd.DataFrame:
-    columns = ["step_index", "step", "thread", "row", "kind", "calls", "python_ns", "cuda_ns",
+    columns = ["step_index", "step", "thread", "name", "kind", "calls", "python_ns", "cuda_ns",
                "sync_ns", "ns", "forward_ns"]
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("thread", "row", "kind")
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("thread", "name", "kind")
                                       else np.int64) for c in columns})
 
 
@@ -229,14 +229,14 @@ def row_means(rows: pd.DataFrame, steps: int) -> pd.DataFrame:
     """One line a row: mean ns a step of each part (a step without the row counts 0), calls a
     step, share of the mean host time; largest first, `other` last among equals."""
     if rows.empty or steps == 0:
-        return pd.DataFrame(columns=["row", "kind", "calls", *[f"{p}_ns" for p in PARTS], "ns",
+        return pd.DataFrame(columns=["name", "kind", "calls", *[f"{p}_ns" for p in PARTS], "ns",
                                      "forward_ns", "share"])
-    sums = rows.groupby(["row", "kind"], sort=False)[
+    sums = rows.groupby(["name", "kind"], sort=False)[
         ["calls", "python_ns", "cuda_ns", "sync_ns", "ns", "forward_ns"]].sum()
     means = (sums / steps).reset_index()
     total = means["ns"].sum()
     means["share"] = means["ns"] / total if total else 0.0
-    return means.sort_values(["ns", "row"], ascending=[False, True], kind="stable").reset_index(
+    return means.sort_values(["ns", "name"], ascending=[False, True], kind="stable").reset_index(
         drop=True)
 
 

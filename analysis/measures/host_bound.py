@@ -41,11 +41,11 @@ def scenarios(per_step: pd.DataFrame, rows: pd.DataFrame) -> list:
         return out
     work = rows.assign(work_ns=rows["python_ns"] + rows["cuda_ns"])
     keep = per_step.loc[typical(per_step), "step_index"]
-    mean = work[work["step_index"].isin(keep)].groupby("row")["work_ns"].sum()
+    mean = work[work["step_index"].isin(keep)].groupby("name")["work_ns"].sum()
     # A forward's own row is the first scenario's already.
     mean = mean[[not (forward and is_forward(r)) for r in mean.index]]
     for row in mean[mean > 0].sort_values(ascending=False, kind="stable").index[:TOP_ROWS]:
-        mine = work[work["row"] == row].groupby("step_index")["work_ns"].sum()
+        mine = work[work["name"] == row].groupby("step_index")["work_ns"].sum()
         removed = mine.reindex(per_step["step_index"], fill_value=0).to_numpy()
         out.append((f"{row} gone" if row != OTHER else "other (no named code) gone", removed,
                     np.zeros(len(per_step))))

@@ -43,7 +43,7 @@ def untraced_rows(u: UntracedSteps) -> tuple:
     sequences, the steps): means over each sequence's typical steps (at most OUTLIER times its
     median period), as the traced table's."""
     host = u.host.copy()
-    host["step_position"] = host.groupby(["sequence", "row"]).cumcount()
+    host["step_position"] = host.groupby(["sequence", "name"]).cumcount()
     window = u.window if u.numbering == "range" else None
     steps = twin_steps(host, window)
     limit = steps.groupby("sequence")["period_ns"].transform("median") * OUTLIER
@@ -51,9 +51,9 @@ def untraced_rows(u: UntracedSteps) -> tuple:
     mine = host.merge(steps[["sequence", "step_position", "follows"]],
                       on=["sequence", "step_position"])
     mine["ns"] = mine["in_ns"] + np.where(mine["follows"], mine["after_ns"], 0)
-    mine["row"] = [OTHER if r == "" else row_name(r) for r in mine["row"]]
+    mine["name"] = [OTHER if r == "" else row_name(r) for r in mine["name"]]
     counts = steps.groupby("sequence").size()
-    sums = mine.groupby(["sequence", "row"])["ns"].sum().unstack(fill_value=0)
+    sums = mine.groupby(["sequence", "name"])["ns"].sum().unstack(fill_value=0)
     means = sums.div(counts.reindex(sums.index), axis=0)
     rows = {r: median(means[r]) for r in means.columns}
     period = median(steps.groupby("sequence")["period_ns"].mean())
@@ -69,12 +69,12 @@ def with_host_untraced(a: Analysis, u: UntracedSteps) -> Analysis:
     rows, period, sequences, steps = untraced_rows(u)
     if not steps:
         return a
-    traced_rows = [r | {"untraced_ns": rows.get(r["row"]),
-                        "profiler_share": share(r["ns"], rows.get(r["row"]))}
+    traced_rows = [r | {"untraced_ns": rows.get(r["name"]),
+                        "profiler_share": share(r["ns"], rows.get(r["name"]))}
                    for r in h["rows"]]
     untraced = {"runs": sequences, "steps": steps, "period_ns_mean": period,
                 "profiler_share": share(h["period_ns_mean"], period),
-                "rows_only_untraced": sorted(set(rows) - {r["row"] for r in h["rows"]})}
+                "rows_only_untraced": sorted(set(rows) - {r["name"] for r in h["rows"]})}
     bounds = [b | untraced_bound(b, traced_rows, period) for b in h.get("bounds", [])]
     summary = a.summary | {"host": h | {"rows": traced_rows, "untraced": untraced,
                                         "bounds": bounds}}
@@ -100,8 +100,8 @@ def untraced_bound(b: dict, rows: list, period: float | None) -> dict:
         added = 0
     else:
         name = b["scenario"].removesuffix(" gone")
-        mine = [r for r in known if r["row"] == name or (name.startswith("other")
-                                                          and r["row"] == OTHER)]
+        mine = [r for r in known if r["name"] == name or (name.startswith("other")
+                                                          and r["name"] == OTHER)]
         removed = sum(r["untraced_ns"] * (r["python_ns"] + r["cuda_ns"]) / r["ns"] for r in mine)
         added = 0
     busy = b["busy_ns"] or 0

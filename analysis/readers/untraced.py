@@ -157,7 +157,7 @@ def read_untraced_steps(path) -> UntracedSteps:
     )
 
 
-HOST_COLUMNS = ["sequence", "thread", "step", "start_ns", "end_ns", "next_ns", "row", "in_ns",
+HOST_COLUMNS = ["sequence", "thread", "step", "start_ns", "end_ns", "next_ns", "name", "in_ns",
                 "after_ns"]
 
 
@@ -188,7 +188,7 @@ def read_host(path: Path, entries) -> pd.DataFrame | None:
                 _fail(path, f"host[{i}].rows[{name!r}]: not one value a step")
             frames.append(pd.DataFrame({
                 "sequence": i, "thread": entry.get("thread"), "step": step, "start_ns": start,
-                "end_ns": end, "next_ns": nxt, "row": str(name), "in_ns": inside,
+                "end_ns": end, "next_ns": nxt, "name": str(name), "in_ns": inside,
                 "after_ns": after}))
     if not frames:
         return pd.DataFrame(columns=HOST_COLUMNS)

@@ -66,7 +66,7 @@ def host_lines(s: dict) -> list:
                  f"{'cuda':>6} {'sync':>6} {'share':>6}"
                  + ("  untraced (profiler)" if twin else ""))
     for row in h["rows"][:TEXT_ROWS]:
-        lines.append(f"    {_cut(short_row(row['row']), NAME_WIDTH):<{NAME_WIDTH}} "
+        lines.append(f"    {_cut(short_row(row['name']), NAME_WIDTH):<{NAME_WIDTH}} "
                      f"{_ms(row['ns']):>6} {_ms(row['python_ns']):>6} {_ms(row['cuda_ns']):>6} "
                      f"{_ms(row['sync_ns']):>6} {row['share']:>6.1%}"
                      + (f"  {untraced_cell(row)}" if twin else ""))
@@ -109,11 +109,11 @@ def md_host(a) -> str:
     if not h or not h.get("steps"):
         return ""
     twin = any(r.get("untraced_ns") is not None for r in h["rows"])
-    header = ["row", "ms a step", "python", "cuda", "sync", "share", "calls a step"]
+    header = ["code", "ms a step", "python", "cuda", "sync", "share", "calls a step"]
     header += ["untraced ms", "profiler's share"] if twin else []
     rows = []
     for r in h["rows"]:
-        cells = [r["row"], _ms3(r["ns"]), _ms3(r["python_ns"]), _ms3(r["cuda_ns"]),
+        cells = [r["name"], _ms3(r["ns"]), _ms3(r["python_ns"]), _ms3(r["cuda_ns"]),
                  _ms3(r["sync_ns"]), f"{r['share']:.1%}", f"{r['calls']:.2f}"]
         if twin:
             share = r.get("profiler_share")

@@ -37,3 +37,10 @@ METRIC_COLOURS = {"sm_active_pct": "#e377c2", "dram_read_pct": "#393b79",
                   "dram_write_pct": "#9c9ede"}
 FLOOR = "bandwidth floor"
 FLOOR_COLOUR = "#bd9e39"
+
+# The host table's rows (render/plots_host.py): its largest rows in these, in order, the rest
+# of them together, and the time no named code holds.
+HOST_ROW_COLOURS = ("#6baed6", "#fd8d3c", "#74c476", "#9e9ac8", "#fdd0a2", "#c6dbef",
+                    "#e7969c", "#a1d99b")
+HOST_REST_COLOUR = "#d9d9d9"
+HOST_OTHER_COLOUR = "#525252"

@@ -80,7 +80,7 @@ def host_frame(a) -> pd.DataFrame:
     return a.host[HOST_COLUMNS]
 
 
-HOST_COLUMNS = ["step_row", "step", "thread", "row", "kind", "calls", "python_ns", "cuda_ns",
+HOST_COLUMNS = ["step_row", "step", "thread", "name", "kind", "calls", "python_ns", "cuda_ns",
                 "sync_ns", "ns", "forward_ns"]
 
 
