@@ -36,6 +36,7 @@ SOURCES = {
     "hardware": "docs/hardware-view-20261201",
     "aa": "docs/aa-20261201",
     "family": "docs/llama-20261201",
+    "host": ".",
     "overview": ".",
 }
 CAPTURE_SOURCES = ("captures", "observer", "hardware", "family")
