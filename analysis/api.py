@@ -4,6 +4,8 @@
 
     (a,) = analysis.open("tests/data/runs/static")   # one Analysis a device
     a.summary["bubble_ns_median"], a.steps, a.gaps   # numbers and DataFrames, times in ns
+    a.host, a.summary["host"]["rows"]                # the host table: the code a step's host
+                                                     # time went to (METRICS.md, "Host time")
     c = analysis.compare([analysis.open(p)[0] for p in paths])   # a Comparison
     print(c.to_text()); c.table; c.between_runs; c.hardware; c.order_flips
     with analysis.Database("runs.db") as db:         # the results database

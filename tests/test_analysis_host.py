@@ -199,3 +199,15 @@ def test_the_harness_steps_name_its_forward_and_stop_check(data_dir):
     assert round(h["named_share"], 4) == 0.9941
     graph = h["bounds"][0]
     assert (graph["lower_ns"], graph["upper_ns"]) == (1452900.5, 1550066)
+
+
+def test_the_ladder_check_says_where_a_measured_step_lies_against_the_bound(tmp_path):
+    from analysis.study.host_ladder import _where, bench_rungs
+
+    assert [_where(v, 1.0, 2.0) for v in (0.9, 1.0, 1.5, 2.0, 2.3, None)] == [
+        "10.0% below", "inside", "inside", "inside", "15.0% above", "n/a"]
+    (tmp_path / "bench-ladder-b8.json").write_text(json.dumps({
+        "config": {"model": "gpt2", "batch": 8},
+        "results": [{"variant": "graphed", "ms_per_step_median": 1.15},
+                    {"variant": "compiled", "ms_per_step_median": 2.49}]}))
+    assert bench_rungs(tmp_path) == {("gpt2", 8, "graphed"): 1.15, ("gpt2", 8, "compiled"): 2.49}

@@ -243,3 +243,46 @@ def test_a_twin_run_writes_the_host_times_beside_its_steps(tmp_path):
             assert sum(r["after"][k] for r in rows.values()) == gap
             assert rows["host_mod.sample"]["after"][k] > 0
     assert host["next_ns"][2] is None
+
+
+COMPILED = """
+import torch
+
+def inner(x):
+    return x.sin() * 2
+
+def step(x):
+    return inner(x) + torch.multinomial(torch.softmax(x, -1), 1).float()
+"""
+
+
+@pytest.mark.parametrize("twin", [False, True])
+def test_a_wrapped_function_inside_a_fullgraph_compile_keeps_the_graph_whole(
+        hook, tmp_path, monkeypatch, twin):
+    """The reason the hook names the code, not nsys's function trace (whose wrapper's sys.audit
+    dynamo cannot trace): under torch.compile(fullgraph=True) the wrappers call through."""
+    pytest.importorskip("torch")
+    import torch
+    import torch._dynamo
+
+    if twin:
+        hook.host_times.use(hook.host_times.HostClock(clock=ticking()))
+    (tmp_path / "compiled_mod.py").write_text(COMPILED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "compiled_mod", raising=False)
+    mod = importlib.import_module("compiled_mod")
+    monkeypatch.setattr(torch, "multinomial", torch.multinomial)  # put back after the test
+    assert hook.host_times.wrap_host_function(mod, "inner")
+    assert hook.host_times.wrap_host_function(torch, "multinomial")
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(mod.step, fullgraph=True, backend="eager")
+    assert compiled(torch.randn(4, 8)).shape == (4, 8)
+    assert not torch._dynamo.utils.counters["graph_break"]
+    if twin:  # eager, the calls are timed
+        clock = hook.host_times.clock()
+        clock.step_begin()
+        mod.step(torch.randn(4, 8))
+        clock.step_end()
+        (doc,) = clock.document()
+        assert set(doc["rows"]) == {"", "compiled_mod.inner", "torch.multinomial"}

@@ -6,6 +6,7 @@ graph), `static` and `kv` predict `compiled` (its Python gone, its launches kept
 Each prediction sits beside the rung's measured step, traced and untraced, from the committed
 captures of one directory (one model, batch and session)."""
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -86,6 +87,8 @@ def prediction_table(root: Path) -> pd.DataFrame:
         if is_traced(a):
             found.append((d, run, a, run.info.get("config") or {}))
     rows = []
+    sessions = {_session(d, root) for d, *_ in found}
+    benches = {where: bench_rungs(root / where) for where in sessions}
     for eager_rung, target, scenario in PAIRS:
         for d, run, a, config in found:
             if rung(run) != eager_rung:
@@ -95,32 +98,54 @@ def prediction_table(root: Path) -> pd.DataFrame:
                           if b["scenario"] == scenario), None)
             if bound is None:
                 continue
-            lo, hi = bound["lower_ns"] / 1e6, bound["upper_ns"] / 1e6
-            for td, trun, ta, tconfig in found:
-                if rung(trun) != target or (tconfig.get("model", "gpt2"),
-                                            tconfig.get("batch")) != key:
-                    continue
-                if _session(td, root) != _session(d, root):
-                    continue
-                traced = ta.summary["period_ns_median"] / 1e6
-                untraced = _untraced_ms(trun, ta)
-                rows.append({
-                    "where": _session(d, root), "model": key[0], "batch": key[1],
-                    "eager": eager_rung, "eager step ms": round(a.summary["host"]
-                                                                ["period_ns_median"] / 1e6, 3),
-                    "GPU busy ms": round(bound["busy_ns"] / 1e6, 3), "bound": scenario,
-                    "lower ms": round(lo, 3), "upper ms": round(hi, 3),
-                    "predicts": f"{target}{level(ta)}",
-                    "its GPU busy ms": round(ta.summary["busy_ns_median"] / 1e6, 3),
-                    "traced ms": round(traced, 3),
-                    "traced": _where(traced, lo, hi),
-                    "untraced ms": None if untraced is None else round(untraced, 3),
-                    "untraced": _where(untraced, lo, hi)})
+            where = _session(d, root)
+            head = {"where": where, "model": key[0], "batch": key[1], "eager": eager_rung,
+                    "eager step ms": round(a.summary["host"]["period_ns_median"] / 1e6, 3),
+                    "GPU busy ms": round(bound["busy_ns"] / 1e6, 3), "bound": scenario}
+            targets = [(td, trun, ta) for td, trun, ta, tconfig in found
+                       if rung(trun) == target and _session(td, root) == where
+                       and (tconfig.get("model", "gpt2"), tconfig.get("batch")) == key]
+            for _, trun, ta in targets:
+                rows.append(head | _measured(bound, f"{target}{level(ta)}",
+                                             ta.summary["busy_ns_median"] / 1e6,
+                                             ta.summary["period_ns_median"] / 1e6,
+                                             _untraced_ms(trun, ta)))
+            bench = benches.get(where, {}).get((key[0], key[1], target))
+            if not targets and bench is not None:
+                rows.append(head | _measured(bound, f"{target} (bench)", None, None, bench))
     table = pd.DataFrame(rows)
     if table.empty:
         return table
     return table.sort_values(["bound", "where", "model", "batch", "predicts"],
                              kind="stable").reset_index(drop=True)
+
+
+def _measured(bound: dict, predicts: str, busy_ms, traced_ms, untraced_ms) -> dict:
+    lo, hi = bound["lower_ns"] / 1e6, bound["upper_ns"] / 1e6
+
+    def ms(v):
+        return None if v is None else round(v, 3)
+
+    return {"lower ms": round(lo, 3), "upper ms": round(hi, 3), "predicts": predicts,
+            "its GPU busy ms": ms(busy_ms), "traced ms": ms(traced_ms),
+            "traced": _where(traced_ms, lo, hi), "untraced ms": ms(untraced_ms),
+            "untraced": _where(untraced_ms, lo, hi)}
+
+
+def bench_rungs(session: Path) -> dict:
+    """(model, batch, variant) -> the untraced ms/step of a `harness bench --json` report in the
+    session's directory (bench*.json): the rungs a session timed without capturing them."""
+    out = {}
+    for path in sorted(session.glob("bench*.json")):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        config = report.get("config") or {}
+        for r in report.get("results") or []:
+            out[(config.get("model", "gpt2"), config.get("batch"), r.get("variant"))] = r.get(
+                "ms_per_step_median")
+    return out
 
 
 def _session(d: Path, root: Path) -> str:
@@ -149,7 +174,8 @@ def host_findings(table: pd.DataFrame) -> list:
                     parts.append(f"{len(off)} {side} it (by {listing(by)})")
             out.append(f"- **{scenario}, the {column} step:** " + ", ".join(parts) + ".")
     # The bound keeps the eager step's kernels: a rung that runs faster ones lands below it.
-    faster = table[table["its GPU busy ms"] < FASTER_GPU * table["GPU busy ms"]]
+    own = pd.to_numeric(table["its GPU busy ms"], errors="coerce")
+    faster = table[own < FASTER_GPU * table["GPU busy ms"]]
     if len(faster):
         below = int(faster["untraced"].str.endswith("below").sum())
         which = sorted({f"{r.model} batch {r.batch} {r.predicts}" for r in faster.itertuples()})
