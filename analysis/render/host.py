@@ -7,6 +7,8 @@ from ..render.text import LABEL_WIDTH, TEXT_WIDTH, ms_from_ns, pct
 
 # Rows the text shows; Markdown, JSON and CSV have them all.
 TEXT_ROWS = 8
+# Below this share of named code the text says how to name more.
+NAMED_ENOUGH = 0.9
 BOUNDS_SHOWN = 3
 NAME_WIDTH = 34
 
@@ -61,6 +63,10 @@ def host_lines(s: dict) -> list:
     lines = _wrap("  host time      " + head, indent)
     if h.get("why"):
         lines += _wrap(f"{indent}{h['why']}", indent)
+    elif h.get("named_share") is not None and h["named_share"] < NAMED_ENOUGH:
+        lines += _wrap(f"{indent}{pct(1 - h['named_share'])} of it in no named code (`other`): "
+                       "name its functions with --host-function M:Q (a loop in the script "
+                       "itself, __main__, cannot be named: move it into a module)", indent)
     twin = any(r.get("untraced_ns") is not None for r in h["rows"])
     lines.append(f"    {'ms a step (mean)':<{NAME_WIDTH}} {'total':>6} {'python':>6} "
                  f"{'cuda':>6} {'sync':>6} {'share':>6}"
