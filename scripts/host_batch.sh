@@ -45,6 +45,12 @@ LLAMA=(examples/generate.py --model llama --cache dynamic --sample --batch 2 --n
 GPT2=(examples/generate.py --model gpt2 --cache dynamic --batch 8 --new-tokens 48 --warmup 0)
 LOOP=(examples/decode_loop.py --top-p 0.9 --runs 2 --new-tokens 64)
 RUNG=(--batch 8 --new-tokens 50 --window 30:50)
+CPU=()
+if [ "${HOST_BATCH_DRY:-0}" = 1 ]; then
+  # A dry run on a CPU with the stand-in nsys (tests/fake_nsys): the same steps on tiny models.
+  LLAMA+=(--device cpu --size tiny); GPT2+=(--device cpu --size tiny)
+  LOOP+=(--device cpu --tiny); RUNG+=(--device cpu --model tiny); CPU=(--device cpu)
+fi
 
 step "start: $(git rev-parse --short HEAD 2>/dev/null) on $(nvidia-smi --query-gpu=name \
   --format=csv,noheader 2>/dev/null | head -1), nsys $("$NSYS_BIN" --version 2>&1 | tail -1)"
@@ -66,12 +72,19 @@ gs profile --name loop-eager --traces-dir "$T" -- "$PY" "${LOOP[@]}"
 
 for variant in static kv; do
   step "the harness' $variant rung under gapscope profile"
+  # The harness writes its run.json (its config) into the run directory: the ladder part's
+  # pairs. bash's own arguments after the script (the dry run's --device cpu) are unused.
   gs profile --name "$variant" --twin-runs 2 --traces-dir "$T" -- bash -c \
-    "exec $PY -m harness run --variant $variant ${RUNG[*]} --out \"\$GAPSCOPE_RUN_DIR\""
+    "exec $PY -m harness run --variant $variant ${RUNG[*]} --out \"\$GAPSCOPE_RUN_DIR\"" \
+    "${CPU[@]}"
 done
 step "graphed and compiled, untraced, in the same session (the rungs static and kv predict)"
-"$PY" -m harness bench --variants graphed,compiled --batch 8 --new-tokens 50 --repeats 3 \
-  --json "$T/bench-ladder-b8.json"
+if [ "${HOST_BATCH_DRY:-0}" = 1 ]; then
+  echo "(dry run: no CUDA for graphed; skipped)"
+else
+  "$PY" -m harness bench --variants graphed,compiled --batch 8 --new-tokens 50 --repeats 3 \
+    --json "$T/bench-ladder-b8.json"
+fi
 
 step "nsys's Python sampling beside the same capture without it"
 S=$WORK/sampling

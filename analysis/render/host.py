@@ -100,7 +100,11 @@ def bound_text(b: dict, first: bool = True) -> str:
              f", {b['speedup_min']:.2f}-{b['speedup_max']:.2f}x")
     now = (f" (now {ms_from_ns(b['host_period_ns'])}, GPU busy {ms_from_ns(b['busy_ns'])})"
            if first else "")
-    return f"{name}: {_ms(b['lower_ns'])}-{ms_from_ns(b['upper_ns'])} a step{speed}{now}"
+    untraced = (f"; untraced {_ms(b['untraced_lower_ns'])}-{ms_from_ns(b['untraced_upper_ns'])}"
+                f" (now {ms_from_ns(b['untraced_host_period_ns'])})"
+                if b.get("untraced_lower_ns") is not None and first else "")
+    return (f"{name}: {_ms(b['lower_ns'])}-{ms_from_ns(b['upper_ns'])} a step{speed}{now}"
+            f"{untraced}")
 
 
 def _wrap(text: str, indent: str) -> list:
@@ -134,9 +138,18 @@ def md_host(a) -> str:
     if h.get("why"):
         text += f"\n\n{h['why']}."
     if h.get("bounds"):
-        text += "\n\nWhat removing it would buy (medians over the steps):\n\n" + md_table(
-            ["if", "lower ms", "upper ms", "now ms", "GPU busy ms", "speed-up"],
-            [[b["scenario"], _ms3(b["lower_ns"]), _ms3(b["upper_ns"]), _ms3(b["host_period_ns"]),
-              _ms3(b["busy_ns"]), "" if b["speedup_min"] is None
-              else f"{b['speedup_min']:.2f}-{b['speedup_max']:.2f}x"] for b in h["bounds"]])
+        untraced = any("untraced_lower_ns" in b for b in h["bounds"])
+        header = ["if", "lower ms", "upper ms", "now ms", "GPU busy ms", "speed-up"]
+        header += ["untraced lower ms", "untraced upper ms", "untraced now ms"] if untraced else []
+        rows = []
+        for b in h["bounds"]:
+            row = [b["scenario"], _ms3(b["lower_ns"]), _ms3(b["upper_ns"]),
+                   _ms3(b["host_period_ns"]), _ms3(b["busy_ns"]), "" if b["speedup_min"] is None
+                   else f"{b['speedup_min']:.2f}-{b['speedup_max']:.2f}x"]
+            if untraced:
+                row += [_ms3(b.get(f"untraced_{k}")) for k in ("lower_ns", "upper_ns",
+                                                                "host_period_ns")]
+            rows.append(row)
+        text += ("\n\nWhat removing it would buy (medians over the steps; untraced: from the "
+                 "twin's means):\n\n" + md_table(header, rows))
     return text
