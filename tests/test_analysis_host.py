@@ -211,3 +211,19 @@ def test_the_ladder_check_says_where_a_measured_step_lies_against_the_bound(tmp_
         "results": [{"variant": "graphed", "ms_per_step_median": 1.15},
                     {"variant": "compiled", "ms_per_step_median": 2.49}]}))
     assert bench_rungs(tmp_path) == {("gpt2", 8, "graphed"): 1.15, ("gpt2", 8, "compiled"): 2.49}
+
+
+def test_the_means_cost_table_reads_the_batch_calls(tmp_path):
+    from analysis.study.host_overhead import call_table
+
+    path = tmp_path / "overhead.jsonl"
+    path.write_text("".join(json.dumps({"mode": m, "calls": 10, "ns_per_call": ns}) + "\n"
+                            for m, ns in (("bare", 40.0), ("clock", 900.04), ("ranges", 300.0),
+                                          ("ranges", 650.0), ("nsys", 2100.0))))
+    table = call_table(path)
+    assert table.values.tolist() == [
+        ["a bare call", "without nsys", 40.0],
+        ["the hook's wrapper, twin (host clock)", "without nsys", 900.0],
+        ["the hook's wrapper, traced (NVTX push and pop)", "without nsys", 300.0],
+        ["the hook's wrapper, traced (NVTX push and pop)", "under nsys", 650.0],
+        ["nsys's own function-trace wrapper (sys.audit), under nsys", "under nsys", 2100.0]]
