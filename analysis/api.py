@@ -21,6 +21,7 @@ from .errors import TraceError
 from .measures.analysis import Analysis
 from .measures.floor import floor_summary
 from .measures.host_untraced import with_host_untraced
+from .measures.infer_loop import is_loop
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
 from .measures.summary import analyze as run_analysis
@@ -84,9 +85,10 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
     if run.untraced_steps is not None:
         twin = read_untraced_steps(run.untraced_steps)
         # The twin marks the program's own step boundaries: steps inferred from the trace are
-        # cut elsewhere, so the two are not set side by side.
-        analyses = [a if a.summary.get("steps_from") == "inferred" else with_untraced(a, twin)
-                    for a in analyses]
+        # cut elsewhere, so the two are not set side by side; a loop's iterations are its steps.
+        analyses = [a if a.summary.get("steps_from") == "inferred"
+                    and not is_loop(a.summary.get("steps_inferred_by"))
+                    else with_untraced(a, twin) for a in analyses]
         # The host table's twin, where the hook timed its named code (GAPSCOPE_HOST_FUNCTIONS).
         analyses = [with_host_untraced(a, twin) for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.

@@ -34,8 +34,9 @@ class DefaultsHelp(argparse.HelpFormatter):
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="gpt2", help=(
-        f"ARCH[:SIZE] with ARCH {', '.join(ARCHS)} and SIZE {' or '.join(SIZES)} (small, the "
-        "default: 100-150M; tiny: CPU tests); gpt2 is gpt2:small (124M), tiny is gpt2:tiny; "
+        f"ARCH[:SIZE] with ARCH {', '.join(ARCHS)} and SIZE {' or '.join(SIZES[:2])} (small, the "
+        "default: 100-150M; tiny: CPU tests), or llama:1b / llama:8b (Llama-3.2-1B's and "
+        "Llama-3-8B's shapes, drawn on the GPU); gpt2 is gpt2:small (124M), tiny is gpt2:tiny; "
         "or a directory with a config.json (and weights, else seeded random ones). graphed, "
         "graphed-sync and fused run gpt2, llama, qwen2 and mistral"))
     p.add_argument("--batch", type=int, default=32, help="sequences decoded together")

@@ -7,12 +7,17 @@ from .model import OWN_STEP_FAMILIES, ModelError, model_family
 
 VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
-    "deferred", "check-every-k", "graphed", "graphed-sync", "fused", "nocheck", "hf-generate",
+    "deferred", "check-every-k", "graphed", "graphed-sync", "fused", "nocheck", "while-graph",
+    "while-fused", "hf-generate",
 )
 # A dynamic cache changes shape every step (compiling only recompiles); hf-generate compiles its
 # static-cache step by itself.
 NO_COMPILE = ("naive", "kv", "kv-expandable", "hf-generate")
-NEEDS_CUDA = ("graphed", "graphed-sync", "fused")
+# One CUDA graph launch decodes every step (harness/while_graph.py): no host steps to window.
+LOOP_VARIANTS = ("while-graph", "while-fused")
+NEEDS_CUDA = ("graphed", "graphed-sync", "fused", *LOOP_VARIANTS)
+# Our fused step in a CUDA graph: --compile does not apply.
+FUSED = ("fused", "while-fused")
 OWN_STEP = NEEDS_CUDA  # our own step (OWN_STEP_FAMILIES): the other variants run any causal LM
 # What our own step lacks for a family it refuses, where one could expect it to run.
 OWN_STEP_LACKS = {"phi": ", whose parallel attention+MLP block, partial rotary and LayerNorm it "
@@ -85,6 +90,8 @@ def branch_count(cfg: RunConfig) -> int | None:
 
 
 def profile_window(cfg: RunConfig) -> tuple[int, int]:
+    if cfg.variant in LOOP_VARIANTS:
+        return (0, cfg.new_tokens)  # the capture holds the one launch: every step
     if cfg.window is not None:
         return parse_window(cfg.window)
     return (30, 50) if cfg.new_tokens >= 50 else (0, cfg.new_tokens)
@@ -147,8 +154,11 @@ def validate(cfg: RunConfig) -> RunConfig:
     if v in NEEDS_CUDA and mode == "reduce-overhead":
         raise ConfigError(f"{v} is its own CUDA graph: --compile default fuses its kernels, "
                           "reduce-overhead would nest compile's graphs in it")
-    if v == "fused" and mode != "none":
-        raise ConfigError("fused is its own fused step in a CUDA graph: --compile does not apply")
+    if v in FUSED and mode != "none":
+        raise ConfigError(f"{v} is its own fused step in a CUDA graph: --compile does not apply")
+    if v in LOOP_VARIANTS and cfg.window is not None:
+        raise ConfigError(f"--window means nothing for {v}: one graph launch runs every step, so "
+                          "a capture holds the whole run (leave --window out)")
     if v == "compiled" and mode == "none":
         raise ConfigError("compiled with --compile none is static: use --variant static")
     if cfg.k is not None and v != "check-every-k":
@@ -182,10 +192,11 @@ def validate(cfg: RunConfig) -> RunConfig:
 
 
 def bench_configs(cfg: RunConfig, variants: list[str]) -> list[RunConfig]:
-    """--k belongs to check-every-k only, --branches to fused; every other option applies to each
-    variant as given."""
+    """--k belongs to check-every-k only, --branches to fused, --window to all but the loops
+    of one launch; every other option applies to each variant as given."""
     return [validate(replace(cfg, variant=v, k=cfg.k if v == "check-every-k" else None,
-                             branches=cfg.branches if v == "fused" else None))
+                             branches=cfg.branches if v == "fused" else None,
+                             window=None if v in LOOP_VARIANTS else cfg.window))
             for v in variants]
 
 

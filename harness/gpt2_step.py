@@ -58,10 +58,12 @@ def _mlp(mlp, h: torch.Tensor) -> torch.Tensor:
     return mlp.c_proj(F.gelu(mlp.c_fc(h), approximate="tanh"))
 
 
-def capture(step, warmups: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+def capture(step, warmups: int, keep_graph: bool = False) -> tuple[torch.cuda.CUDAGraph,
+                                                                     torch.Tensor]:
     """Capture step() (which returns a tensor) in a CUDA graph: warm up on a side stream first.
 
-    The warm-up runs the step for real: callers reset their state afterwards.
+    The warm-up runs the step for real: callers reset their state afterwards. keep_graph: the
+    cudaGraph_t is kept (`raw_cuda_graph()`) for a graph of one's own to embed (while-graph).
     """
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -69,7 +71,7 @@ def capture(step, warmups: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
         for _ in range(warmups):
             step()
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
+    graph = torch.cuda.CUDAGraph(keep_graph=True) if keep_graph else torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = step()
     return graph, out

@@ -71,6 +71,7 @@ class StepTimeline:
         self.source = "cuda-events" if self.cuda else "host-clock"
         self.marks = []  # (step, start mark, end mark): CUDA events or perf_counter_ns
         self._open = None  # [step, start mark, end mark or None] while a span is open
+        self._stamped = None  # read()'s answer, given whole by a loop with no host steps
         # Under `gapscope profile`'s untraced twin (harness/inject/sitecustomize.py) the hook
         # takes these marks instead of timing the `Step N` ranges a second time.
         self._hook = sys.modules.get("gapscope_hook") if on else None
@@ -105,8 +106,21 @@ class StepTimeline:
         if self.on and self._open is not None and self._open[2] is None:
             self._open[2] = self._mark()
 
+    def set_stamps(self, start_ns: list[int], end_ns: list[int], source: str) -> None:
+        """Every step's GPU start and end, stamped on the device by a loop that never returns to
+        the host between steps (while-graph: the %globaltimer, harness/cuda_loop.py), in ns on
+        the GPU's clock: read() gives them from the first start, steps numbered from 1."""
+        t0 = start_ns[0] if start_ns else 0
+        self._stamped = {"step": list(range(1, len(start_ns) + 1)),
+                         "start_ns": [int(t - t0) for t in start_ns],
+                         "end_ns": [int(t - t0) for t in end_ns]}
+        self.source = source
+
     def read(self) -> dict:
         """{"step", "start_ns", "end_ns"}: ns from the first step's start mark."""
+        if self._stamped is not None:
+            stamped, self._stamped = self._stamped, None
+            return stamped
         if not self.marks:
             return {"step": [], "start_ns": [], "end_ns": []}
         t0 = self.marks[0][1]
@@ -178,6 +192,29 @@ def window_step(window: ProfilerWindow, i: int):
                 nvtx.pop_range()
             if window.kineto is not None:
                 window.kineto.stop()
+
+
+@contextmanager
+def whole_run(window: ProfilerWindow):
+    """The window around a loop with no host steps (one launch decodes them all): it opens and
+    closes as window_step would around steps 1 and N, so it holds the whole run. The caller
+    waits for the GPU inside it (the launch returns at once)."""
+    on = window.active and torch.cuda.is_available()
+    if on:
+        nvtx.push_range(WINDOW_RANGE, color=WINDOW_COLOR)
+        torch.cuda.cudart().cudaProfilerStart()
+    if window.kineto is not None:
+        window.kineto.start()
+    window.marks_ns["start"] = time.perf_counter_ns()
+    try:
+        yield
+    finally:
+        window.marks_ns["stop"] = time.perf_counter_ns()
+        if on:
+            torch.cuda.cudart().cudaProfilerStop()
+            nvtx.pop_range()
+        if window.kineto is not None:
+            window.kineto.stop()
 
 
 def close_window(window: ProfilerWindow, steps_run: int) -> None:

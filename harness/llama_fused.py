@@ -11,6 +11,9 @@ then the head, whose GEMV keeps only each program's row maxima and their columns
 written), and one kernel that picks the greedy token from them and does the step's bookkeeping.
 With the embedding that is 5 L + 3 kernels a step, none of them a split-K reduction or a memset.
 The GEMVs read the model's own weights; only `graphed`'s joined QKV copy is used (one GEMV).
+Where llama_ops.GEMV_TUNED sends a projection to cuBLAS (at Llama-3-8B's width: QKV and gate/up,
+which cuBLAS reads faster), it runs as on the cuBLAS path below, and where it gives a split-K
+launch (8B's o and down) the GEMV is two kernels: at 8B, 10 kernels a layer.
 
 More rows: cuBLAS GEMMs (joined QKV, joined gate/up) between the same attention kernel, a Triton
 silu(gate) * up and torch's one-kernel RMSNorm: 8 kernels a layer.
@@ -27,6 +30,7 @@ from .llama_ops import (
     norm_argmax,
     norm_glu,
     norm_linear,
+    on_cublas,
     rope_attention,
     silu_mul,
 )
@@ -59,14 +63,14 @@ def fused_llama_step(model, kv: dict, st: dict) -> torch.Tensor:
     for layer, block in enumerate(m.layers):
         attn, mlp = block.self_attn, block.mlp
         w_qkv, b_qkv = kv["qkv"][layer]
-        if kv["gemv"]:
+        if _triton(kv, "norm", w_qkv):
             qkv, b_qkv = norm_linear(x, _norm(block.input_layernorm), w_qkv, b_qkv), None
         else:
             qkv = _rms(block.input_layernorm, x) @ w_qkv.t()  # its bias: in the attention kernel
         y = rope_attention(qkv, b_qkv, kv["cos"], kv["sin"], kv["k"][layer], kv["v"][layer], pos,
                            kv["heads"], kv["kv_heads"], attn.scaling)  # [B, H D]
         _residual(kv, y, attn.o_proj, x)
-        if kv["gemv"]:
+        if _triton(kv, "glu", mlp.gate_proj.weight):
             g = norm_glu(x, _norm(block.post_attention_layernorm), mlp.gate_proj.weight,
                          mlp.up_proj.weight, mlp.gate_proj.bias, mlp.up_proj.bias)
         else:
@@ -74,11 +78,16 @@ def fused_llama_step(model, kv: dict, st: dict) -> torch.Tensor:
             g = silu_mul(_rms(block.post_attention_layernorm, x) @ w_gu.t(), b_gu)
         _residual(kv, g, mlp.down_proj, x)
     head = model.lm_head
-    if kv["gemv"]:
+    if _triton(kv, "argmax", head.weight):
         pmax, pidx = norm_argmax(x, _norm(m.norm), head.weight, head.bias)
     else:
         pmax, pidx = F.linear(_rms(m.norm, x), head.weight, head.bias).max(-1, keepdim=True)
     return advance_partials(st, pmax, pidx, kv["flag"])
+
+
+def _triton(kv: dict, kind: str, w: torch.Tensor) -> bool:
+    """The GEMV path's Triton kernel for this projection, unless GEMV_TUNED sends it to cuBLAS."""
+    return kv["gemv"] and not on_cublas(kind, w)
 
 
 def _norm(norm) -> tuple:
@@ -92,7 +101,7 @@ def _rms(norm, x: torch.Tensor) -> torch.Tensor:
 def _residual(kv: dict, y: torch.Tensor, proj, x: torch.Tensor) -> None:
     """x += proj(y): a Triton GEMV, or cuBLAS's GEMM with the add as its beta=1 (no bias: torch
     would send a GEMM with one to cuBLASLt, whose split-K memsets cost µs in a graph)."""
-    if kv["gemv"]:
+    if _triton(kv, "residual", proj.weight):
         linear_residual(y, proj.weight, proj.bias, x)
         return
     x.addmm_(y, proj.weight.t())

@@ -9,10 +9,15 @@ _gemv_kernel: out = x W^T for B <= BLOCK_M rows (a GEMV: memory-bound, one progr
     GLU       a second weight W2 (the up projection): out = silu(x W^T + b) * (x W2^T + b2)
     RESIDUAL  out += the product, in place (out is the residual stream x)
     ARGMAX    no output: each program's row maxima and their columns (the greedy token's partials)
+    SPLIT     > 1: the K loop cut in SPLIT slices, a program each (grid axis 1), each slice's fp32
+              sums into part [SPLIT, B, N] and no epilogue: _split_sum_kernel adds the slices, the
+              bias and the residual (more programs in flight where N alone gives too few)
 _rope_attention_kernel: one program per (sequence, query head): rotary on q and on the k of its KV
     head, K and V written at pos (by the group's first head only), softmax(q K / sqrt d) V over
     slots 0..pos with an online softmax, BLOCK_T slots at a time. Heads in halves (rotate_half).
 _silu_mul_kernel: g = silu(gate + b) * (up + b2), after a cuBLAS GEMM of gate and up side by side.
+_split_sum_kernel: out (+)= round(sum of the SPLIT slices + bias), in the dtype: the split GEMV's
+    epilogue (the slices in order: the same sum every run).
 _advance_kernel: the greedy token from the partials, then decode.advance_tokens' bookkeeping (stop
     schedule, finished mask, ids, token, done, flag, pos) in one program: ~12 kernels as one.
 """
@@ -24,10 +29,11 @@ if triton is not None:
 
     @triton.jit
     def _gemv_kernel(x_ptr, nw_ptr, w_ptr, w2_ptr, b_ptr, b2_ptr, out_ptr, pmax_ptr, pidx_ptr,
-                     B, N, K, s_x, s_w, s_w2, s_out, s_p, eps,
+                     part_ptr, B, N, K, k_slice, s_x, s_w, s_w2, s_out, s_p, eps,
                      NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS2: tl.constexpr,
                      GLU: tl.constexpr,
                      RESIDUAL: tl.constexpr, ARGMAX: tl.constexpr, IEEE: tl.constexpr,
+                     SPLIT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
         pid = tl.program_id(0)
         m = tl.arange(0, BLOCK_M)
@@ -46,7 +52,8 @@ if triton is not None:
             rstd = tl.rsqrt(ss / K + eps)  # HF: x * rsqrt(mean(x^2) + eps), in fp32
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         acc2 = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+        k_lo = tl.program_id(1) * k_slice  # k_slice: K when SPLIT is 1
+        for k0 in range(k_lo, tl.minimum(k_lo + k_slice, K), BLOCK_K):
             k = k0 + kk
             kin = k < K
             xk = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=rows[:, None] & kin[None, :],
@@ -67,25 +74,47 @@ if triton is not None:
                     acc2 = tl.dot(xk, tl.trans(wk2), acc2, input_precision="ieee")
                 else:
                     acc2 = tl.dot(xk, tl.trans(wk2), acc2)
-        if HAS_BIAS:
-            acc += tl.load(b_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
-        if HAS_BIAS2:
-            acc2 += tl.load(b2_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
-        out = acc.to(dt)  # the GEMM's output in the dtype, as cuBLAS rounds it
-        if ARGMAX:
-            logits = tl.where(cols[None, :], out.to(tl.float32), float("-inf"))
-            best = tl.argmax(logits, axis=1)  # the first column of the maximum, as torch's
-            tl.store(pmax_ptr + m * s_p + pid, tl.max(logits, axis=1), mask=rows)
-            tl.store(pidx_ptr + m * s_p + pid, (pid * BLOCK_N + best).to(tl.int64), mask=rows)
+        if SPLIT > 1:
+            where = part_ptr + (tl.program_id(1) * B + m[:, None]) * N + n[None, :]
+            tl.store(where, acc, mask=rows[:, None] & cols[None, :])
         else:
-            where = out_ptr + m[:, None] * s_out + n[None, :]
-            inside = rows[:, None] & cols[None, :]
-            if GLU:  # HF: act_fn(gate) * up, each rounded to the dtype
-                gate = out.to(tl.float32)
-                out = (gate / (1.0 + tl.exp(-gate))).to(dt) * acc2.to(dt)
-            if RESIDUAL:  # HF: residual + proj(y)
-                out = tl.load(where, mask=inside, other=0.0) + out
-            tl.store(where, out.to(dt), mask=inside)
+            if HAS_BIAS:
+                acc += tl.load(b_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
+            if HAS_BIAS2:
+                acc2 += tl.load(b2_ptr + n, mask=cols, other=0.0).to(tl.float32)[None, :]
+            out = acc.to(dt)  # the GEMM's output in the dtype, as cuBLAS rounds it
+            if ARGMAX:
+                logits = tl.where(cols[None, :], out.to(tl.float32), float("-inf"))
+                best = tl.argmax(logits, axis=1)  # the first column of the maximum, as torch's
+                tl.store(pmax_ptr + m * s_p + pid, tl.max(logits, axis=1), mask=rows)
+                tl.store(pidx_ptr + m * s_p + pid, (pid * BLOCK_N + best).to(tl.int64), mask=rows)
+            else:
+                where = out_ptr + m[:, None] * s_out + n[None, :]
+                inside = rows[:, None] & cols[None, :]
+                if GLU:  # HF: act_fn(gate) * up, each rounded to the dtype
+                    gate = out.to(tl.float32)
+                    out = (gate / (1.0 + tl.exp(-gate))).to(dt) * acc2.to(dt)
+                if RESIDUAL:  # HF: residual + proj(y)
+                    out = tl.load(where, mask=inside, other=0.0) + out
+                tl.store(where, out.to(dt), mask=inside)
+
+    @triton.jit
+    def _split_sum_kernel(part_ptr, b_ptr, out_ptr, BN, N, s_out, SPLIT: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # over B x N
+        inside = i < BN
+        acc = tl.zeros([BLOCK], tl.float32)
+        for s in range(SPLIT):
+            acc += tl.load(part_ptr + s * BN + i, mask=inside, other=0.0)
+        col = i % N
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + col, mask=inside, other=0.0).to(tl.float32)
+        dt = out_ptr.dtype.element_ty
+        where = out_ptr + (i // N) * s_out + col
+        out = acc.to(dt)
+        if RESIDUAL:
+            out = tl.load(where, mask=inside, other=0.0) + out
+        tl.store(where, out.to(dt), mask=inside)
 
     @triton.jit
     def _rotate(x1, x2, c, s, dt: tl.constexpr):

@@ -21,6 +21,7 @@ if triton is not None:
         _gemv_kernel,
         _rope_attention_kernel,
         _silu_mul_kernel,
+        _split_sum_kernel,
     )
 
 GEMV_MAX_BATCH = 16  # rows one GEMV program holds (a tl.dot's least M); more rows: cuBLAS GEMMs
@@ -30,14 +31,46 @@ GEMV_STAGES = 3
 ATTN_BLOCK_T = 64  # cache slots per iteration of the attention's online softmax
 SILU_BLOCK = 1024
 ADVANCE_CHUNK = 256  # head partials per iteration of the greedy pick
+SPLIT_SUM_BLOCK = 1024
+CUBLAS = "cublas"
+# (kind, N, K, itemsize) -> a GEMV's launch (block_n, block_k, warps, stages, split) where it
+# differs from gemv_config's rule, or CUBLAS: the fused step calls cuBLAS there instead (with
+# torch's RMSNorm before it, silu_mul after gate/up). kind: norm (QKV), glu (gate and up),
+# residual (o, down), argmax (the head). Measured on the H200 by scripts/gemv_sweep.py
+# (docs/sizes-20261201/probe.log: µs a launch, each layer's weights in turn, in a CUDA graph):
+# at Llama-3-8B's shapes in bf16, cuBLAS read the joined QKV at 3.1 TB/s and gate/up at 4.2 TB/s
+# where every Triton launch tried was slower (its RMSNorm prologue reads x before the first
+# weight tile: a wave's latency); split-K GEMVs ran o in 12.1 µs (cuBLAS 12.5) and down in 31.8
+# (cuBLAS 35.9), their second kernel included. Other shapes take the rule.
+GEMV_TUNED = {
+    ("norm", 6144, 4096, 2): CUBLAS,
+    ("glu", 14336, 4096, 2): CUBLAS,
+    ("residual", 4096, 4096, 2): (32, 256, 4, 3, 2),
+    ("residual", 4096, 14336, 2): (64, 256, 4, 3, 4),
+}
 
 
-def gemv_block_n(n: int, itemsize: int) -> int:
+def on_cublas(kind: str, w: torch.Tensor) -> bool:
+    """Whether the fused step calls cuBLAS for this GEMV (GEMV_TUNED says so)."""
+    return GEMV_TUNED.get((kind, *w.shape, w.element_size())) == CUBLAS
+
+
+def gemv_block_n(n: int, itemsize: int, weights: int = 1) -> int:
     """Output columns per GEMV program: narrow blocks for narrow outputs, so that a 768-wide
-    projection still runs on 48 SMs. In fp32 at most 64: the pipelined weight tiles of 256 x 128
-    fp32 values need 313 KB of shared memory, over the H200's 227 KB (a 151936-word head)."""
+    projection still runs on 48 SMs. In fp32 at most 64 (32 for the gated MLP's two weights):
+    the pipelined weight tiles of 256 x 128 fp32 values (or twice 256 x 64) need 313 KB of
+    shared memory, over the H200's 227 KB (a 151936-word head; 8B's 14336-wide gate and up)."""
     bn = 128 if n >= 65536 else 64 if n >= 8192 else 32 if n >= 4096 else 16
-    return min(bn, 64) if itemsize > 2 else bn
+    return min(bn, 64 // weights) if itemsize > 2 else bn
+
+
+def gemv_config(kind: str, n: int, k: int, itemsize: int) -> tuple:
+    """(block_n, block_k, warps, stages, split) of one GEMV: GEMV_TUNED's, else the rule."""
+    tuned = GEMV_TUNED.get((kind, n, k, itemsize))
+    if tuned is not None and tuned != CUBLAS:
+        return tuned
+    bn = gemv_block_n(n, itemsize, 2 if kind == "glu" else 1)
+    return bn, GEMV_BLOCK_K, GEMV_WARPS, GEMV_STAGES, 1
 
 
 def rms_ref(x: torch.Tensor, norm: tuple) -> torch.Tensor:
@@ -80,7 +113,8 @@ def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tenso
     (the references: one block)."""
     if not use_triton(x):
         return F.linear(rms_ref(x, norm), w, bias).max(-1, keepdim=True)
-    blocks = triton.cdiv(w.shape[0], gemv_block_n(w.shape[0], w.element_size()))
+    bn = gemv_config("argmax", w.shape[0], w.shape[1], w.element_size())[0]
+    blocks = triton.cdiv(w.shape[0], bn)
     pmax = x.new_empty(x.shape[0], blocks, dtype=torch.float32)
     pidx = x.new_empty(x.shape[0], blocks, dtype=torch.long)
     _gemv(x, w, norm=norm, bias=bias, argmax=(pmax, pidx))
@@ -92,18 +126,29 @@ def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=Fa
     b, k = x.shape
     n = w.shape[0]
     assert b <= GEMV_MAX_BATCH and x.stride(1) == 1 and w.stride(1) == 1
-    bn = gemv_block_n(n, w.element_size())
+    kind = ("argmax" if argmax is not None else "glu" if w2 is not None
+            else "residual" if residual else "norm")
+    bn, bk, warps, stages, split = gemv_config(kind, n, k, w.element_size())
+    if kind in ("argmax", "glu"):
+        split = 1  # their epilogues need the whole sum
     pmax, pidx = argmax if argmax is not None else (x, x)
     out = out if out is not None else x
     nw, eps = norm if norm is not None else (x, 0.0)
-    _gemv_kernel[(triton.cdiv(n, bn),)](
+    k_slice = triton.cdiv(triton.cdiv(k, split), bk) * bk
+    part = x.new_empty(split, b, n, dtype=torch.float32) if split > 1 else x
+    _gemv_kernel[(triton.cdiv(n, bn), triton.cdiv(k, k_slice))](
         x, nw, w, w2 if w2 is not None else w, bias if bias is not None else w,
-        bias2 if bias2 is not None else w, out, pmax, pidx, b, n, k, x.stride(0), w.stride(0),
-        (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
+        bias2 if bias2 is not None else w, out, pmax, pidx, part, b, n, k, k_slice, x.stride(0),
+        w.stride(0), (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
         NORM=norm is not None, HAS_BIAS=bias is not None, HAS_BIAS2=bias2 is not None,
         GLU=w2 is not None, RESIDUAL=residual,
-        ARGMAX=argmax is not None, IEEE=_ieee(x), BLOCK_M=16, BLOCK_N=bn,
-        BLOCK_K=GEMV_BLOCK_K, num_warps=GEMV_WARPS, num_stages=GEMV_STAGES)
+        ARGMAX=argmax is not None, IEEE=_ieee(x), SPLIT=split, BLOCK_M=16, BLOCK_N=bn,
+        BLOCK_K=bk, num_warps=warps, num_stages=stages)
+    if split > 1:
+        slices = triton.cdiv(k, k_slice)
+        _split_sum_kernel[(triton.cdiv(b * n, SPLIT_SUM_BLOCK),)](
+            part, bias if bias is not None else w, out, b * n, n, out.stride(0), SPLIT=slices,
+            HAS_BIAS=bias is not None, RESIDUAL=residual, BLOCK=SPLIT_SUM_BLOCK)
 
 
 def _ieee(t: torch.Tensor) -> bool:

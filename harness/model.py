@@ -3,7 +3,14 @@
 `--model` names a preset `ARCH[:SIZE]` (ARCHS x SIZES; `gpt2` is gpt2:small, `tiny` gpt2:tiny) or
 a local directory with a config.json (its weights when present, else seeded random ones).
 Presets: `tiny` for the CPU tests (2 layers, 64-128 wide), `small` of 100-150M shaped like the
-family's small members (GQA for llama/qwen2/mistral, RoPE, ties where the family ties).
+family's small members (GQA for llama/qwen2/mistral, RoPE, ties where the family ties), and the
+sizes people decode: `llama:1b` (Llama-3.2-1B's shape) and `llama:8b` (Llama-3-8B's).
+
+Random weights are drawn where the model runs when it is large (the LARGE sizes, or a directory
+whose config has over DEVICE_INIT_PARAMETERS parameters): HF builds its modules under a
+`torch.device`, so 8B parameters are drawn on the GPU in seconds, never made on the CPU first.
+The small ones are drawn on the CPU and moved, as they always were (their seeded weights, and so
+their tokens, stay what the committed runs decoded).
 """
 
 import json
@@ -11,7 +18,9 @@ import os
 from pathlib import Path
 
 ARCHS = ("gpt2", "llama", "qwen2", "mistral", "phi")
-SIZES = ("tiny", "small")
+SIZES = ("tiny", "small", "1b", "8b")
+LARGE = ("1b", "8b")  # drawn on the device (llama only)
+DEVICE_INIT_PARAMETERS = 500_000_000
 ALIASES = {"tiny": "gpt2:tiny", "gpt2": "gpt2:small"}
 # graphed, graphed-sync and fused run our own step: GPT-2's, or the Llama family's
 OWN_STEP_FAMILIES = ("gpt2", "llama", "qwen2", "mistral")
@@ -64,6 +73,19 @@ PRESETS = {
                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
                           partial_rotary_factor=0.5, bos_token_id=1, eos_token_id=2,
                           tie_word_embeddings=False, **{**TINY, "initializer_range": 0.05}),
+    # Meta's shapes, as their config.json files give them (random weights, std 0.02).
+    ("llama", "8b"): dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                          num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                          max_position_embeddings=8192, rope_theta=500000.0, rms_norm_eps=1e-5,
+                          bos_token_id=128000, eos_token_id=128001, tie_word_embeddings=False),
+    ("llama", "1b"): dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                          num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+                          head_dim=64, max_position_embeddings=131072, rope_theta=500000.0,
+                          rope_scaling={"rope_type": "llama3", "factor": 32.0,
+                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 8192},
+                          rms_norm_eps=1e-5, bos_token_id=128000, eos_token_id=128001,
+                          tie_word_embeddings=True),
 }
 
 
@@ -85,7 +107,8 @@ def parse_model(name: str) -> tuple[str, str | None, Path | None]:
         return arch, size, None
     path = Path(name)
     if not path.is_dir():
-        raise ModelError(f"--model must be ARCH[:SIZE] ({', '.join(ARCHS)}; {', '.join(SIZES)}), "
+        raise ModelError(f"--model must be ARCH[:SIZE] ({', '.join(ARCHS)}; "
+                         f"{', '.join(SIZES[:2])}; llama:{' or llama:'.join(LARGE)}), "
                          f"tiny, or a directory with a config.json, got {name!r}")
     try:
         model_type = json.loads((path / "config.json").read_text()).get("model_type")
@@ -125,15 +148,20 @@ def build_config(name: str):
     return config
 
 
-def build_model(name: str, dtype: str, device: str, seed: int):
+def build_model(name: str, dtype: str, device: str, seed: int, layers: int | None = None,
+                on_device: bool | None = None):
     """The model in eval mode, no grad, SDPA attention; random weights drawn from `seed`
-    unless --model is a directory that holds weights."""
+    unless --model is a directory that holds weights. `layers`: the first N decoder layers only
+    (a reduced-layer copy of a shape, for checks at fp32); `on_device` overrides where random
+    weights are drawn (None: draws_on_device)."""
     import torch
     hub_offline()
     from transformers import AutoModelForCausalLM
 
     path = parse_model(name)[2]
     config = build_config(name)
+    if layers is not None:
+        config.num_hidden_layers = layers
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
     # SDPA is the eager default; naming it keeps every variant on the same attention kernels.
     try:
@@ -141,6 +169,11 @@ def build_model(name: str, dtype: str, device: str, seed: int):
             model = AutoModelForCausalLM.from_pretrained(
                 path, config=config, local_files_only=True, dtype=torch_dtype,
                 attn_implementation="sdpa")
+        elif draws_on_device(name, config) if on_device is None else on_device:
+            torch.manual_seed(seed)  # seeds the device's generator too
+            with torch.device(device):
+                model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa",
+                                                         dtype=torch_dtype)
         else:
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
@@ -148,6 +181,20 @@ def build_model(name: str, dtype: str, device: str, seed: int):
         # A config that is no causal LM's, unreadable weights: one line.
         raise ModelError(f"--model {name}: {_first_line(e)}") from None
     return model.to(device=device, dtype=torch_dtype).eval().requires_grad_(False)
+
+
+def draws_on_device(name: str, config) -> bool:
+    """Random weights drawn where the model runs: a LARGE preset, or a directory's config of
+    over DEVICE_INIT_PARAMETERS parameters (counted on the meta device, nothing allocated)."""
+    size, path = parse_model(name)[1:]
+    if path is None:
+        return size in LARGE
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in meta.parameters()) > DEVICE_INIT_PARAMETERS
 
 
 def _first_line(e: Exception) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import ConfigError
+from .config import LOOP_VARIANTS, ConfigError
 
 BOOTSTRAP_SAMPLES = 10_000
 SEED = 20261201
@@ -42,16 +42,19 @@ def schedule(variants: list, n: int) -> list:
     return [(i, arm) for i in range(n) for arm in arms(variants)]
 
 
-# Options that belong to one variant only (as harness.config.bench_configs has it).
+# Options that belong to one variant only (as harness.config.bench_configs has it), and those
+# some variants take no part in.
 OWN_OPTIONS = {"--k": "check-every-k", "--branches": "fused"}
+NOT_FOR = {"--window": LOOP_VARIANTS}
 
 
 def child_command(arm: str, options: list, repeats: int, out: Path) -> list:
-    """`options`: flag, value pairs; --k and --branches go to their variant only."""
+    """`options`: flag, value pairs; --k and --branches go to their variant only, --window to
+    all but the loops of one launch."""
     variant = arm.removesuffix(AGAIN)
     pairs = [options[j:j + 2] for j in range(0, len(options), 2)]
     kept = [x for flag, value in pairs if OWN_OPTIONS.get(flag, variant) == variant
-            for x in (flag, value)]
+            and variant not in NOT_FOR.get(flag, ()) for x in (flag, value)]
     return [sys.executable, "-m", __package__, "bench", "--variants", variant,
             "--repeats", str(repeats), "--json", str(out), *kept]
 

@@ -13,6 +13,8 @@
     graphed-sync    graphed with .item() every step: the sync bubble once launches are cheap
     fused           graphed with Triton kernels, 8 ops a layer on GPT-2, 5 on the Llama family
     nocheck         no stop check at all, all N steps: the bound
+    while-graph     graphed's step in a CUDA graph WHILE loop: one launch, the stop check on device
+    while-fused     while-graph over fused's step (one branch): the fastest loop that stops on EOS
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """
 
@@ -114,6 +116,21 @@ def fused(model, cfg: RunConfig, st: dict):
     return fused_own_step(model, cfg, st, graph=True)
 
 
+def while_graph(model, cfg: RunConfig, st: dict, graph: bool = True):
+    """graphed's step as the body of one WHILE graph (harness/while_graph.py); graph=False runs
+    the same loop eagerly, step by step (on the CPU too)."""
+    from .while_graph import while_loop
+
+    return while_loop(st, cfg.new_tokens, own_eager(model, cfg, st), graph)
+
+
+def while_fused(model, cfg: RunConfig, st: dict, graph: bool = True):
+    """fused's step (one branch) as the body of one WHILE graph."""
+    from .while_graph import while_loop
+
+    return while_loop(st, cfg.new_tokens, fused_eager(model, cfg, st), graph)
+
+
 def hf_generate(model, cfg: RunConfig, st: dict):
     """One call of HF's generate; the stop schedule is forced through a logits processor.
 
@@ -183,6 +200,8 @@ VARIANTS = {
     "graphed-sync": graphed_sync,
     "fused": fused,
     "nocheck": nocheck,
+    "while-graph": while_graph,
+    "while-fused": while_fused,
     "hf-generate": hf_generate,
 }
 
@@ -261,6 +280,11 @@ def _deferred(model, cfg: RunConfig, st: dict, n_streams: int, wait_event: bool)
 def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True):
     """Our own step (GPT-2's, or the Llama family's), with the deferred check or
     (deferred=False) .item() every step; graph=False runs it eagerly (on the CPU too)."""
+    return _graphed_loop(st, cfg, own_eager(model, cfg, st), graph, deferred)
+
+
+def own_eager(model, cfg: RunConfig, st: dict):
+    """Our own step as one call that returns the all-finished flag [1] (what a graph captures)."""
     if llama_family(model):
         check_llama(model, cfg.new_tokens)
         kv_cache, logits = new_graphed_llama(model, cfg.batch, cfg.new_tokens), llama_logits
@@ -275,7 +299,7 @@ def own_step(model, cfg: RunConfig, st: dict, graph: bool, deferred: bool = True
     def eager():
         return advance(st, step(model, kv_cache, st["token"], st["pos"]))
 
-    return _graphed_loop(st, cfg, eager, graph, deferred)
+    return eager
 
 
 def llama_family(model) -> bool:
@@ -287,13 +311,18 @@ def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool, gemv: bool | No
     on a stream of its own on CUDA; harness/llama_fused.py for the Llama family, its GEMV path
     up to 16 rows unless `gemv` says otherwise); graph=False runs it eagerly (on the CPU:
     Triton's references)."""
+    return _graphed_loop(st, cfg, fused_eager(model, cfg, st, gemv), graph, True)
+
+
+def fused_eager(model, cfg: RunConfig, st: dict, gemv: bool | None = None):
+    """The fused step as one call that returns the all-finished flag [1]."""
     device = st["ids"].device.type
     if why := missing_triton(device):
         raise ConfigError(why)
     if llama_family(model):
         check_fused(model, cfg.new_tokens, branch_count(cfg) or 1)
         kv = new_fused_llama(model, cfg.batch, cfg.new_tokens, gemv)
-        return _graphed_loop(st, cfg, lambda: fused_llama_step(model, kv, st), graph, True)
+        return lambda: fused_llama_step(model, kv, st)
     kv_cache = new_fused_cache(model, cfg.batch, cfg.new_tokens)
     parts = split(cfg.batch, branch_count(cfg) or 1)
     streams = [torch.cuda.Stream() if device == "cuda" and len(parts) > 1 else None
@@ -303,7 +332,7 @@ def fused_own_step(model, cfg: RunConfig, st: dict, graph: bool, gemv: bool | No
     def eager():
         return fused_step(model, kv_cache, st, parts, streams, nxt)
 
-    return _graphed_loop(st, cfg, eager, graph, deferred=True)
+    return eager
 
 
 def _graphed_loop(st: dict, cfg: RunConfig, eager, graph: bool, deferred: bool):

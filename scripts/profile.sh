@@ -69,8 +69,13 @@ sync_lines=${GAPSCOPE_SYNC_LINES:-1}
 window=30:50
 # The graph-replayed variants are captured graph by graph unless asked: node-level tracing
 # cost them 8-33% on the H200, graph-level 0.5-3% (graphed-sync: 7-14%); docs/PROFILING.md.
+# The loops of one launch (while-graph, while-fused) have no host steps: node by node, so that
+# the analysis finds their steps in the repeats of the one execution (graph by graph nsys records
+# the execution whole: docs/PROFILING.md).
+loop=0
 case $variant in
   graphed | graphed-sync | fused) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-graph} ;;
+  while-graph | while-fused) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node} loop=1 ;;
   *) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node} ;;
 esac
 prev=""
@@ -175,12 +180,14 @@ if [ -n "$metrics_hz" ]; then
     die 1 "the metrics capture holds no GPU metric samples: nsys could not sample GPU ${GAPSCOPE_METRICS_DEVICE:-0} (\`make doctor\` checks it; the driver may restrict profiling to admin users: NVreg_RestrictProfilingToAdminUsers=0)"
 elif [ "$steps" = 0 ] && [ "$kernels" = 0 ]; then
   die 1 "the capture holds no steps and no CUDA kernels: --window $window lies outside the steps the run made (${steps_run:-unknown}): choose a --window inside the run or raise --new-tokens"
+elif [ "$steps" = 0 ] && [ "$loop" = 1 ]; then
+  note "no \`Step N\` ranges: $variant decodes every step in one graph launch; the analysis infers its steps from the launch's repeats"
 elif [ "$steps" = 0 ]; then
   die 1 "the capture holds $kernels CUDA kernels but no \`Step N\` NVTX ranges: NVTX was not recorded: check that \`$PY -c 'import nvtx'\` works and that --trace has nvtx"
 elif [ "$kernels" = 0 ]; then
   die 1 "the capture holds $steps steps but no CUDA kernels: the run did not use the GPU (pass --device cuda) or CUDA was not traced (--trace needs cuda)"
 fi
-if [[ $window =~ ^([0-9]+):([0-9]+)$ ]] && [ "$steps" -lt $((BASH_REMATCH[2] - BASH_REMATCH[1])) ]; then
+if [ "$loop" = 0 ] && [[ $window =~ ^([0-9]+):([0-9]+)$ ]] && [ "$steps" -lt $((BASH_REMATCH[2] - BASH_REMATCH[1])) ]; then
   note "warning: the capture holds $steps steps, --window $window asked for $((BASH_REMATCH[2] - BASH_REMATCH[1])): the run ended at step ${steps_run:-?} (raise --new-tokens or check --stop)"
 fi
 
@@ -207,6 +214,8 @@ fi
 
 if why=$(analysis_missing); then
   note "no report: analysis.cli is not importable ($why); the capture is in $run"
+elif [ "$loop" = 1 ] && [ "$graph_trace" = graph ]; then
+  note "no report: graph by graph, nsys records $variant's one launch as one op, with no steps in it (capture node by node for them; the untraced twin, untraced_steps.json, times every step)"
 elif [ -n "$metrics_hz" ]; then
   # Without a CUDA trace there is no gap report: the per-step metrics, as JSON and a plot.
   "$PY" -m analysis.cli analyze "$run" --format json --plot "$run/metrics.png" >"$run/summary.json" ||

@@ -4,7 +4,8 @@
 #   scripts/study.sh [--budget quick|full]
 #                    [--parts ladder,scale,batch,finish,processes,capture,observer,family,results]
 #                    [--captures "static graphed ..."] [--dir DIR] [--model ARCH[:SIZE]]
-#                    [--family-batches "1 32"]
+#                    [--family-batches "1 32"] [--sizes "small 1b 8b"] [--sizes-batches "1"]
+#                    [--sizes-variants static,graphed-sync,graphed,fused,nocheck]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
 #   bench-ladder        naive kv kv-expandable static compiled pipelined hf-generate (bs 32, 100 tokens)
@@ -25,6 +26,14 @@
 #                       compiled, pipelined+compile, graphed-sync: graph by graph, with its
 #                       untraced twin; "none" for none); `python -m analysis.cli study
 #                       DIR -o docs --part family` makes its RESULTS part
+#   bench-sizes-S-bB    part `sizes` (not in the default parts: --parts sizes; issue 33): the ladder
+#                       at each size of --sizes (llama = small 125M, llama:1b, llama:8b, the large
+#                       ones drawn on the GPU) and batch of --sizes-batches, bf16, 100 tokens, one
+#                       process a configuration (--sizes-variants; compiled and hf-generate left
+#                       out by default: ~2 min of compile each at 8B), then capture/<UTC>-sizes-S-
+#                       graphed-sync-bB, graph by graph with its untraced twin; `python -m
+#                       analysis.cli study DIR -o docs --part sizes` makes its RESULTS part (about
+#                       5 minutes on an H200 for the three sizes at batch 1)
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
 #                       ones in 2 processes) with their untraced twin, captured node-level and
@@ -46,6 +55,9 @@ dir=""
 only_captures=""
 model=gpt2
 family_batches="1 32"
+sizes="small 1b 8b"
+sizes_batches="1"
+sizes_variants=static,graphed-sync,graphed,fused,nocheck
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;
@@ -54,7 +66,10 @@ while [ $# -gt 0 ]; do
     --captures) only_captures=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --family-batches) family_batches=$2; shift 2 ;;
-    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir, --model, --family-batches)" >&2; exit 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --sizes-batches) sizes_batches=$2; shift 2 ;;
+    --sizes-variants) sizes_variants=$2; shift 2 ;;
+    *) echo "study.sh: unknown option '$1' (use --budget, --parts, --captures, --dir, --model, --family-batches, --sizes, --sizes-batches, --sizes-variants)" >&2; exit 2 ;;
   esac
 done
 case "$budget" in
@@ -181,6 +196,24 @@ if want family; then
       TRACES_DIR="$dir/capture" RUN_NAME="$c-b$b" GAPSCOPE_UNTRACED_REPEATS="$repeats" \
         bash scripts/profile.sh "$variant" "${opts[@]}" >"$dir/capture/$c-b$b.log" 2>&1 ||
         say "family capture $c-b$b FAILED (see $dir/capture/$c-b$b.log); going on"
+    done
+  done
+fi
+
+if want sizes; then
+  for size in $sizes; do
+    m=llama:$size
+    [ "$size" = small ] && m=llama
+    for b in $sizes_batches; do
+      bench "bench-sizes-$size-b$b" --variants "$sizes_variants" --batch "$b" --new-tokens 100 \
+        --dtype bf16 --repeats "$repeats" --model "$m"
+      name=sizes-$size-graphed-sync-b$b
+      if ls -d "$dir/capture/"*"-$name" >/dev/null 2>&1; then say "capture $name: done before, kept"; continue; fi
+      say "capture $name"
+      TRACES_DIR="$dir/capture" RUN_NAME="$name" GAPSCOPE_UNTRACED_REPEATS="$repeats" \
+        bash scripts/profile.sh graphed-sync --batch "$b" --new-tokens 100 --dtype bf16 \
+        --model "$m" >"$dir/capture/$name.log" 2>&1 || say "capture $name FAILED (see $dir/capture/$name.log); going on"
+      tail -n 3 "$dir/capture/$name.log" | sed 's/^/    /'
     done
   done
 fi

@@ -1,9 +1,10 @@
-"""`python -m analysis.study.benchmark --write FILE`: the block it puts into docs/ANALYSIS.md says
-when, under what load, against which nsys, and the range of every output against nsys's time."""
+"""`python -m analysis.study.benchmark --json FILE`, and the block publish makes of it in
+docs/ANALYSIS.md: says when, under what load, against which nsys, and the range of every output
+against nsys's time."""
 
 import golden
 
-from analysis.study.benchmark import BY, block_text
+from analysis.study.benchmark import block_text
 from analysis.study.publish import GEN_END, gen_start, put_generated
 
 
@@ -28,6 +29,26 @@ def test_the_block_gives_each_median_its_runs_and_the_range_against_nsys():
 
 
 def test_the_block_goes_between_its_markers():
-    doc = f"# Speed\n\n{gen_start('benchmark', BY)}\nold table\n{GEN_END}\n\nafter\n"
-    new = put_generated(doc, "benchmark", "new table", BY)
-    assert new == f"# Speed\n\n{gen_start('benchmark', BY)}\nnew table\n{GEN_END}\n\nafter\n"
+    doc = f"# Speed\n\n{gen_start('benchmark')}\nold table\n{GEN_END}\n\nafter\n"
+    new = put_generated(doc, "benchmark", "new table")
+    assert new == f"# Speed\n\n{gen_start('benchmark')}\nnew table\n{GEN_END}\n\nafter\n"
+
+
+def test_the_json_record_holds_every_figure_the_machine_and_the_load(tmp_path, monkeypatch):
+    from analysis.study import benchmark
+
+    calls = iter([(3.0, 2**20, 2**20), (5.0, 2**19, 0)])  # wall s, peak RSS KiB, bytes written
+    monkeypatch.setattr(benchmark, "run_command", lambda args, out: next(calls))
+    record = benchmark.measure(benchmark.DEFAULT_SOURCE, 1, True, 1, None, tmp_path,
+                               only=("format text", "format json"))
+    assert record["format"] == "gapscope-benchmark/1" and record["nsys"] is None
+    assert record["trace"]["source"] == "tests/data/h200-eager-static-bs16.sqlite"
+    assert (record["trace"]["copies"], record["trace"]["step_names"]) == (1, "repeated")
+    assert record["machine"]["cores"] >= 1 and len(record["load_average"]["start"]) == 3
+    assert record["commands"] == [
+        {"name": "analyze --format text", "wall_s": [3.0], "peak_rss_gib": 1.0,
+         "written_mib": 1.0},
+        {"name": "analyze --format json", "wall_s": [5.0], "peak_rss_gib": 0.5,
+         "written_mib": 0.0}]
+    tail = " ".join(benchmark.block_from_record(record).split("\n\n")[-1].split())
+    assert tail == "No nsys in this run, so no ratio; the largest peak RSS 1.00 GiB."

@@ -67,7 +67,8 @@ def test_kv_stops_at_the_last_scheduled_step(reference):
 
 @pytest.mark.parametrize("variant", ["naive", "kv-expandable", "static", "compiled", "pipelined",
                                      "pipelined-seed", "deferred", "check-every-k", "graphed",
-                                     "graphed-sync", "fused", "nocheck", "hf-generate"])
+                                     "graphed-sync", "fused", "nocheck", "while-graph",
+                                     "while-fused", "hf-generate"])
 def test_variant_gives_kv_tokens_and_stop_step(gpt2, reference, variant):
     try:
         result = decode(gpt2, variant)

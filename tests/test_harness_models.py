@@ -182,8 +182,8 @@ def test_unknown_model_names_list_the_choices():
     with pytest.raises(ConfigError) as err:
         config("kv", "llama:huge")
     assert str(err.value) == ("--model must be ARCH[:SIZE] (gpt2, llama, qwen2, mistral, phi; "
-                              "tiny, small), tiny, or a directory with a config.json, "
-                              "got 'llama:huge'")
+                              "tiny, small; llama:1b or llama:8b), tiny, or a directory with a "
+                              "config.json, got 'llama:huge'")
 
 
 @pytest.mark.parametrize("content, message", [

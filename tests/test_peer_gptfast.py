@@ -29,7 +29,7 @@ def test_the_config_has_stories110m_parameters(tmp_path):
     layer = 4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768
     expected = 12 * layer + 2 * 32000 * 768 + 768
     assert expected == 134_105_856
-    config = LlamaConfig.from_pretrained(peer.write_config(tmp_path))
+    config = LlamaConfig.from_pretrained(peer.our_model("stories110M", tmp_path))
     with __import__("torch").device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     assert sum(p.numel() for p in model.parameters()) == expected
@@ -37,8 +37,21 @@ def test_the_config_has_stories110m_parameters(tmp_path):
             else config.rope_parameters["rope_theta"]) == (12, 10000.0)
 
 
+def test_llama_3_8b_is_gpt_fast_s_config_on_our_side():
+    # gpt-fast's model.py: "llama-3-8b": dict(block_size=8192, n_layer=32, n_head=32,
+    # n_local_heads=8, dim=4096, intermediate_size=14336, vocab_size=128256, rope_base=500000),
+    # norm_eps 1e-5 by default, an untied output Linear.
+    c = peer.llama_config("llama-3-8b")
+    assert (c.max_position_embeddings, c.num_hidden_layers, c.num_attention_heads,
+            c.num_key_value_heads, c.hidden_size, c.intermediate_size, c.vocab_size,
+            c.rope_parameters["rope_theta"], c.rms_norm_eps, c.tie_word_embeddings) == (
+        8192, 32, 32, 8, 4096, 14336, 128256, 500000.0, 1e-5, False)
+    assert peer.our_model("llama-3-8b", Path("/nonexistent")) == "llama:8b"  # writes nothing
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "no model.py and generate.py (a gpt-fast checkout)"),
+    (["--model", "llama-2-7b"], "--model must be one of stories110M, llama-3-8b"),
     (["--variants", "fused,nope"], "unknown variant 'nope'"),
     (["--processes", "0"], "--processes and --repeats must be >= 1"),
 ])
@@ -62,7 +75,7 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
     order = []
     times = {"gpt-fast": [0.50, 0.40, 0.45], "fused": [0.30, 0.20, 0.25]}
 
-    def worker(args, side, batch, model_dir):
+    def worker(args, side, batch, ours, workdir):
         order.append((batch, side))
         ms = times[side][order.count((batch, side)) - 1] * batch
         return {"ms_per_token_median": ms, "floor_ms_per_token": 0.05, "sampling": "s",
@@ -90,7 +103,7 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
 def test_a_run_cut_short_keeps_what_it_measured(tmp_path, monkeypatch):
     calls = []
 
-    def worker(args, side, batch, model_dir):
+    def worker(args, side, batch, ours, workdir):
         calls.append(side)
         if len(calls) == 4:
             raise peer.PeerError("the fused process at batch 1 failed (exit 1): boom")

@@ -837,3 +837,35 @@ def test_study_family_captures_graphed_sync_where_our_own_step_runs(tmp_path, mo
     said = [line.split("] ", 1)[1] for line in result.stdout.splitlines()
             if "family capture" in line and "FAILED" not in line]
     assert said == [f"family capture {c} at batch 1" for c in captured]
+
+
+# --- study.sh --parts sizes -------------------------------------------------------------------
+
+
+def test_study_sizes_benches_and_captures_each_size_in_a_process_of_its_own(tmp_path):
+    stub = tmp_path / "py"
+    stub.write_text("#!/usr/bin/env bash\necho \"$*\" >>\"$STUB_LOG\"\nwhile [ $# -gt 0 ]; do "
+                    "[ \"$1\" = --json ] && echo '{\"results\": []}' >\"$2\"; shift; done\n")
+    stub.chmod(0o755)
+    env = make_env(tmp_path, GAPSCOPE_PYTHON=str(stub), STUB_LOG=str(tmp_path / "calls"))
+    study = tmp_path / "study"
+    result = run_script("study.sh", env, "--parts", "sizes", "--budget", "quick", "--dir",
+                        str(study), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    benches = [c for c in calls if f"--json {study}/bench-" in c]
+    assert benches == [
+        f"-m harness bench --json {study}/bench-sizes-{s}-b1.json --variants static,graphed-sync,"
+        f"graphed,fused,nocheck --batch 1 --new-tokens 100 --dtype bf16 --repeats 3 --model {m}"
+        for s, m in (("small", "llama"), ("1b", "llama:1b"), ("8b", "llama:8b"))]
+    said = [line.split("] ", 1)[1] for line in result.stdout.splitlines() if "capture" in line
+            and "FAILED" not in line and not line.startswith("    ")]
+    assert said == [f"capture sizes-{s}-graphed-sync-b1" for s in ("small", "1b", "8b")]
+    twins = [c for c in calls if "untraced.json" in c]  # profile.sh's untraced bench, each size
+    assert [c.split(" --model ")[1].split()[0] for c in twins] == ["llama", "llama:1b", "llama:8b"]
+
+
+def test_sizes_h200_names_its_stages_on_a_bad_one(tmp_path):
+    result = run_script("sizes-h200.sh", make_env(tmp_path), "everything", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "usage: scripts/sizes-h200.sh peer|rest|sweep\n"

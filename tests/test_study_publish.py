@@ -1,6 +1,6 @@
-"""The published study is what `gapscope study` makes of the committed runs (issue 19):
-docs/RESULTS.md, README's generated paragraphs and docs/PROFILING.md's overhead table are made
-again here from docs/*/ and tests/data/runs, and any difference fails."""
+"""The published study is what `gapscope study` makes of the committed runs (issues 19, 31):
+docs/RESULTS.md and every generated block of README.md and docs/*.md are made again here from
+docs/*/ and tests/data/runs, any difference fails, and so does a figure outside a block."""
 
 import difflib
 import shutil
@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from analysis.cli.study import study as main
 from analysis.study.publish import GEN_END, documents, gen_start, put_generated
+from analysis.study.publish import main as publish_main
 from analysis.study.text import pct_span, span, verdict, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,13 +23,21 @@ def first_difference(path: Path, want: str, have: str) -> str:
     return "\n".join(list(diff)[:40])
 
 
-def test_the_published_documents_are_made_again_from_the_committed_runs(monkeypatch):
+def test_publish_check_passes_on_readme_and_every_doc(monkeypatch, capsys):
+    # `python -m analysis.study.publish --check`, in this process: every generated block of
+    # README.md and docs/*.md (and RESULTS.md whole) is what the committed data make, byte for
+    # byte, and no figure stands outside a block (issue 31).
     monkeypatch.chdir(ROOT)
+    if publish_main(["--check"]) == 0:
+        assert "every figure in a generated block" in capsys.readouterr().err
+        return
+    err = capsys.readouterr().err
     for path, text in documents(Path("."), None).items():
         committed = (ROOT / path).read_text()
         assert committed == text, (
-            f"{path} is not what the committed runs make (python -m analysis.study.publish "
+            f"{path} is not what the committed data make (python -m analysis.study.publish "
             f"writes it):\n{first_difference(path, text, committed)}")
+    pytest.fail(err)
 
 
 def test_one_part_made_by_gapscope_study_is_the_published_one(monkeypatch, tmp_path):

@@ -90,6 +90,21 @@ for b in (1, 3):
     assert pmax.shape == (b, 63)  # 1000 columns, 16 a program
     greedy = torch.nn.functional.linear(O.rms_ref(x, norm), head).argmax(-1)
     assert torch.equal(pidx.gather(1, pmax.argmax(1, keepdim=True))[:, 0], greedy)
+# Split-K (GEMV_TUNED): the K loop in 3 slices of 16, their fp32 sums added with the bias (and
+# the residual) by a second kernel.
+O.GEMV_TUNED.update({("norm", 70, 40, 4): (16, 16, 4, 2, 3), ("residual", 70, 40, 4):
+                     (32, 16, 4, 2, 3)})
+for b in (1, 3):
+    x, w, bias, norm = torch.randn(b, 40), torch.randn(70, 40), torch.randn(70), (nw, 1e-5)
+    torch.testing.assert_close(*both(O.norm_linear, x, norm, w, bias), rtol=1e-5, atol=1e-5)
+    res, y = torch.randn(b, 70), torch.randn(b, 40)
+    res_ref = res.clone()
+    O.use_triton = lambda t: False
+    O.linear_residual(y, w, bias, res_ref)
+    O.use_triton = lambda t: True
+    O.linear_residual(y, w, bias, res)
+    torch.testing.assert_close(res, res_ref, rtol=1e-5, atol=1e-5)
+O.GEMV_TUNED.clear()
 for h, kvh, d in ((6, 2, 16), (4, 4, 24)):  # GQA; a head dim whose half is no power of two
     slots = 150
     half_c, half_s = torch.randn(slots, d // 2), torch.randn(slots, d // 2)

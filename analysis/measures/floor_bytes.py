@@ -21,13 +21,15 @@ of memory bandwidth). Positions are 0-based: step s writes pos s-1.
 
 # Variants whose attention reads every allocated slot every step (masked or not).
 ALL_SLOTS = frozenset({"static", "compiled", "pipelined", "pipelined-seed", "deferred",
-                       "check-every-k", "nocheck", "graphed", "graphed-sync"})
+                       "check-every-k", "nocheck", "graphed", "graphed-sync", "while-graph"})
 # The graphed step pads its cache's slots to a multiple of this (harness/gpt2_step.py takes it
 # from here: one number for the step that pads and the floor that counts the padding).
 SLOT_ALIGN = 16
 # The kernel class that reads the KV cache (analysis/measures/kernels.classify): the graphed
 # step's attention is two batched GEMVs, every other variant's an attention kernel.
-KV_READ_CLASS = {"graphed": "gemv", "graphed-sync": "gemv"}
+KV_READ_CLASS = {"graphed": "gemv", "graphed-sync": "gemv", "while-graph": "gemv"}
+# Variants whose cache is the graphed step's (slots padded to SLOT_ALIGN).
+PADDED = frozenset({"graphed", "graphed-sync", "while-graph"})
 
 
 def gpt2_parameters(layers: int, hidden: int, vocab: int, positions: int,
@@ -66,7 +68,7 @@ def run_shape(info: dict) -> dict | None:
 
 def cache_slots(variant: str, new_tokens: int) -> int:
     """Slots the variant's cache allocates (its static caches hold one per new token)."""
-    if variant.startswith("graphed"):
+    if variant in PADDED:
         return -(-new_tokens // SLOT_ALIGN) * SLOT_ALIGN
     return new_tokens
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..measures.infer import infer_steps
+from ..measures.infer_loop import assign_loop_ops, graph_level_hint, loop_steps
 from ..measures.intervals import Coverage, union_ns_by_group
 
 DEFAULT_STEP_PATTERN = r"^Step (\d+)$"
@@ -126,8 +127,11 @@ def step_ranges(trace, pattern: str) -> tuple:
     if trace.ops.empty:
         raise TraceError(f"{trace.path}: --steps infer needs a CUDA trace to infer the steps from")
     try:
-        steps, how = infer_steps(trace)
+        # A loop of one launch (its steps in one execution's repeats), else the host's launches.
+        steps, how = loop_steps(trace) or infer_steps(trace)
     except TraceError as e:
+        if hint := graph_level_hint(trace):
+            raise TraceError(f"{e}; {hint}") from None
         if pattern == INFER or trace.ranges.empty:
             raise
         # The default pattern found nothing and nothing repeats: say what ranges there are.
@@ -168,8 +172,12 @@ def names_seen(ranges: pd.DataFrame) -> str:
 
 def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
     """Row of `steps` each op belongs to, -1 for none. Where two steps of one thread overlap,
-    the op goes to the later-starting one (nsys would count it in both)."""
+    the op goes to the later-starting one (nsys would count it in both). Steps of a loop of one
+    launch (infer_loop.py: they have a `corr`) own their launch's ops by GPU start."""
     owner = np.full(len(ops), -1, dtype=np.int64)
+    if "op_corr" in steps.columns:
+        assign_loop_ops(ops, steps, owner)
+        return owner
     call_start = ops["call_start"].to_numpy()
     call_end = ops["call_end"].to_numpy()
     tid = ops["tid"].to_numpy()

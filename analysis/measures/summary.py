@@ -10,6 +10,7 @@ from ..measures.analysis import METRICS, Analysis
 from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.host_steps import host_analysis
+from ..measures.infer_loop import with_loop_launches
 from ..measures.intervals import Coverage
 from ..measures.stats import median, p90
 from ..measures.steps import (
@@ -55,7 +56,7 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
     """One Analysis per device that ran ops of the steps (or the one asked for)."""
     steps, origin = step_ranges(trace, options.step_pattern)
     checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
-    ops = trace.ops.assign(step=assign_steps(trace.ops, steps))
+    ops = with_loop_launches(trace.ops.assign(step=assign_steps(trace.ops, steps)), steps)
     devices = sorted(int(d) for d in ops.loc[ops["step"] >= 0, "device"].unique())
     if not devices:
         raise TraceError(

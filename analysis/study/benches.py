@@ -45,9 +45,12 @@ def ladder_rows(b: dict) -> pd.DataFrame:
     return rows.loc[[v for v in LADDER if v in rows.index]]
 
 
-def ladder_table(b: dict) -> pd.DataFrame:
+def ladder_table(b: dict, floor: tuple | None = None) -> pd.DataFrame:
     """Each rung untraced; × naive divides naive's ms/step by the rung's, marked † where the
-    rung ran in another process than naive (a comparison between processes)."""
+    rung ran in another process than naive (a comparison between processes), and `within
+    noise` where that ratio is inside the A/A floor (`floor`: aa.floor)."""
+    from ..study.text import beyond
+
     rows = ladder_rows(b)
     base = rows.loc["naive", "ms_per_step_median"]
     same = rows["bench"] == rows.loc["naive", "bench"]
@@ -60,7 +63,8 @@ def ladder_table(b: dict) -> pd.DataFrame:
                 f"{a:.2f}–{c:.2f}"
                 for a, c in zip(rows["ms_per_step_p10"], rows["ms_per_step_p90"], strict=True)
             ],
-            "× naive": [f"{base / x:.2f}x" + ("" if s else " †")
+            "× naive": [f"{base / x:.2f}x" + ("" if s else " †" if beyond(base / x, floor)
+                                              else " † (within noise)")
                         for x, s in zip(rows["ms_per_step_median"], same, strict=True)],
             "peak alloc MiB": (rows["peak_allocated_bytes"] / 2**20).map("{:.0f}".format),
             "peak reserved MiB": (rows["peak_reserved_bytes"] / 2**20).map("{:.0f}".format),
@@ -70,7 +74,8 @@ def ladder_table(b: dict) -> pd.DataFrame:
 
 
 LADDER_NOTE = ("† another process than naive's: × naive compares figures of two processes "
-               "(part A/A: how far an eager figure moves between processes).")
+               "(part A/A: how far an eager figure moves between processes); within noise where "
+               "that ratio is inside the eager A/A floor.")
 
 
 def numbered(b: dict, prefix: str) -> dict:

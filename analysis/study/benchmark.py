@@ -1,7 +1,7 @@
 """Speed of the whole analysis on a ~1M-GPU-op trace, next to nsys's projection report.
 
     python -m analysis.study.benchmark [--copies 150] [--repeat-names|--renumber] [--runs 3]
-                                 [--nsys PATH] [--only TEXT ...] [--no-steps]
+                                 [--nsys PATH] [--only TEXT ...] [--no-steps] [--json FILE]
 
 Builds bench.sqlite in a scratch directory of its own (removed at the end; several benchmarks
 may run at once) by tiling a real export in time: each copy shifts every timestamp by the
@@ -10,7 +10,9 @@ them), so the tiled trace is one long, consistent capture. Then times each outpu
 CSV, --db, report) in a fresh process. With --no-steps the step ranges are deleted from the
 tiled trace, so every command infers the steps (analysis/measures/infer.py); nsys's projection still
 reads the original (it needs the ranges). This is the one place outside
-the loader that touches SQLite, and it only writes its own scratch copy.
+the loader that touches SQLite, and it only writes its own scratch copy. `--json FILE` keeps every
+figure with the load and the machine: docs/benchmark-2core.json is the one docs/ANALYSIS.md's
+Speed block is made from (analysis/study/blocks.py).
 """
 
 import os
@@ -166,25 +168,26 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
 @click.option("--no-steps", is_flag=True,
               help="Delete the step ranges from the tiled trace: gapscope infers the steps "
                    "(nsys's projection still reads the trace with them).")
-@click.option("--write", "write", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="Also put the table, with the date, the load and the range "
-              "against nsys, into this file's `<!-- generated: benchmark ... -->` block "
-              "(docs/ANALYSIS.md).")
-def main(source, copies, repeat_names, runs, nsys, only, no_steps, write):
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also write every figure, the load and the machine to this "
+              "JSON (docs/benchmark-2core.json: docs/ANALYSIS.md's Speed block is made from it "
+              "by python -m analysis.study.publish).")
+def main(source, copies, repeat_names, runs, nsys, only, no_steps, json_out):
     """Times every output of gapscope on a tiled ~1M-op trace, each in a fresh process, and
     nsys's projection report on the same file in the same run, interleaved (the machine's load
     then weighs on both alike)."""
+    import shlex
+
+    argv = shlex.join(sys.argv[1:])
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as scratch:
-        block = measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only,
-                        no_steps)
-    if write is not None:
-        from ..study.publish import put_generated
+        record = measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only,
+                         no_steps)
+    if json_out is not None:
+        import json
 
-        write.write_text(put_generated(write.read_text(), "benchmark", block, BY))
-        click.echo(f"gapscope: wrote the table into {write}", err=True)
-
-
-BY = "python -m analysis.study.benchmark --write"
+        record["command"] = ("python -m analysis.study.benchmark " + argv).strip()
+        json_out.write_text(json.dumps(record, indent=1) + "\n")
+        click.echo(f"gapscope: wrote {json_out}", err=True)
 
 
 def nsys_version(nsys: str) -> str:
@@ -229,8 +232,8 @@ def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tup
 
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
-            scratch: Path, only: tuple = (), no_steps: bool = False) -> str:
-    """Prints the table and returns the block `--write` puts into a document."""
+            scratch: Path, only: tuple = (), no_steps: bool = False) -> dict:
+    """Prints the table and returns the record `--json` writes (block_from_record: its block)."""
     load = os.getloadavg()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     trace = scratch / "bench.sqlite"
@@ -270,8 +273,57 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
     end = os.getloadavg()
     click.echo(f"load average at the start {load[0]:.2f}, at the end {end[0]:.2f} "
                f"(1 min; {os.cpu_count()} cores)")
-    return block_text(when, os.cpu_count(), ops, trace.stat().st_size / 2**20, runs,
-                      (load[0], end[0]), (nsys_version(nsys), nsys_times) if nsys else None, rows)
+    return {
+        "format": "gapscope-benchmark/1",
+        "when": when,
+        "machine": machine(),
+        "load_average": {"start": list(load), "end": list(end)},
+        "trace": {"source": _relative(source), "copies": copies,
+                  "step_names": "inferred" if no_steps else
+                  "repeated" if repeat_names else "renumbered",
+                  "gpu_op_records": ops, "mib": trace.stat().st_size / 2**20},
+        "runs": runs,
+        "nsys": {"version": nsys_version(nsys), "report": "stats -r nvtx_gpu_proj_trace",
+                 "wall_s": nsys_times} if nsys else None,
+        "commands": [{"name": name, "wall_s": walls, "peak_rss_gib": own, "written_mib": mib}
+                     for name, walls, own, mib in rows],
+    }
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    import platform
+
+    model = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                  if line.startswith("model name")), platform.processor() or "?")
+    return {"cores": os.cpu_count(), "cpu": model, "system": platform.platform(),
+            "python": platform.python_version()}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _relative(path: Path) -> str:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def block_from_record(record: dict) -> str:
+    """block_text of a --json record: the Speed block docs/ANALYSIS.md quotes."""
+    t, nsys = record["trace"], record.get("nsys")
+    load = record["load_average"]
+    rows = [(c["name"], c["wall_s"], c["peak_rss_gib"], c["written_mib"])
+            for c in record["commands"]]
+    return block_text(record["when"], record["machine"]["cores"], t["gpu_op_records"], t["mib"],
+                      record["runs"], (load["start"][0], load["end"][0]),
+                      (nsys["version"], nsys["wall_s"]) if nsys else None, rows)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,32 @@ def _held(analyses: list) -> tuple:
             first.trace.strings)
 
 
+GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused", "while-graph", "while-fused")
+
+
+def kind(run) -> str:
+    """`eager`, `compiled` (torch.compile, no CUDA graph) or `graph-replayed`: the kinds of loop
+    a figure is ranged over, and whose A/A floor (aa.floor) a ratio between processes meets."""
+    config = run.info.get("config") or {}
+    if config.get("variant") in GRAPH_VARIANTS:
+        return "graph-replayed"
+    return "eager" if config.get("compile") in (None, "none") else "compiled"
+
+
+def overhead_cell(run, floors: dict | None) -> str:
+    """nsys's overhead as a table cell: traced ÷ the capture's untraced bench (another process)
+    − 1, `within noise` where that ratio is inside the A/A floor of the capture's kind."""
+    from ..study.text import beyond
+
+    traced, untraced = run.traced_ms_per_step(), run.untraced_ms_per_step()
+    if not (traced and untraced):
+        return "–"
+    cell = f"{(traced / untraced - 1) * 100:+.0f}%"
+    if floors is not None and not beyond(traced / untraced, floors.get(kind(run))):
+        cell += " (within noise)"
+    return cell
+
+
 def is_traced(a) -> bool:
     """False for a capture of GPU metrics alone (no gaps to show)."""
     return "idle_ns" in a.summary
@@ -71,9 +97,10 @@ def made(run) -> str:
     return found.group(1) if found else "–"
 
 
-def capture_rows(caps: dict) -> tuple:
+def capture_rows(caps: dict, floors: dict | None = None) -> tuple:
     """The summary of each capture's analysis, and the analyses themselves for the plots;
-    captures of GPU metrics alone are left out."""
+    captures of GPU metrics alone are left out. With `floors` (kind -> aa.floor), an overhead
+    inside its kind's A/A floor is said to be within noise."""
     rows, analyses = [], {}
     for name, (run, _, (a, *_), strings) in zip(caps, analysed(list(caps.values()),
                                                                progress=len(caps) > 1),
@@ -93,9 +120,7 @@ def capture_rows(caps: dict) -> tuple:
                 "graph trace": s.get("cuda_graph_trace", "–"),
                 "traced ms/step": fmt_ms(traced) if traced else "–",
                 "untraced": fmt_ms(untraced) if untraced else "–",
-                "nsys overhead": f"{(traced / untraced - 1) * 100:+.0f}%"
-                if traced and untraced
-                else "–",
+                "nsys overhead": overhead_cell(run, floors),
                 "op records/step": f"{a.steps['op_records'].median():.0f}",
                 "kernels/step": f"{kernels_per_step(a):.0f}",
                 "launch calls/step": f"{a.steps['ops'].median():.0f}",

@@ -9,11 +9,15 @@ from ..study.captures import kernels_per_step
 from ..study.text import (
     BETWEEN_PROCESSES,
     SAME_PROCESS,
+    beyond,
+    beyond_span,
     bullet,
+    floor_note,
     listing,
     pct,
     pct_span,
     span,
+    with_floor,
 )
 
 EAGER = ("naive", "kv", "static", "pipelined")
@@ -28,9 +32,34 @@ def _idle(a, cause: str) -> float:
     return a.summary["idle_ns_by_cause"][cause] / (a.summary["idle_ns"] or 1)
 
 
-def family_findings(by_batch: dict, caps: dict) -> list:
+def family_floors(by_batch: dict, caps: dict, floors: dict | None = None) -> dict:
+    """kind -> the A/A floor (aa.floor) widened by this family's own evidence: where a capture's
+    untraced bench (its own process) and the ladder's (one process a batch) timed one variant
+    at one batch, their ratio is a spread between two processes of one configuration too."""
+    from ..study.aa import floors as aa_floors
+    from ..study.captures import kind
+
+    out = dict(aa_floors() if floors is None else floors)
+    for (name, batch), (_, run) in caps.items():
+        rows = by_batch.get(batch)
+        own = run.untraced_ms_per_step()
+        if rows is None or name not in rows.index or _own(rows.loc[name]) or not own:
+            continue
+        ladder = rows.loc[name, "ms_per_step_median"]
+        ratio = max(own / ladder, ladder / own)
+        # eager and compiled loops are both host-bound: one floor for the two
+        for k in (("eager", "compiled") if kind(run) != "graph-replayed" else (kind(run),)):
+            if out.get(k) is None or ratio > out[k][0]:
+                out[k] = (ratio, f"`{name}` at batch {batch} untraced {own:.3f} ms/step in its "
+                          f"capture's bench and {ladder:.3f} in the ladder's, {ratio:.3f}x "
+                          "apart", 2)
+    return out
+
+
+def family_findings(by_batch: dict, caps: dict, floors: dict | None = None) -> list:
     """The part's sentences: the untraced ladder by batch (one process a batch, † rows from
     their capture's own process) and the captures (caps: {(name, batch): (analysis, run)})."""
+    floors = family_floors(by_batch, caps, floors)
     out = []
     batches = list(by_batch)
     eager = {b: [v for v in EAGER if v in rows.index and not _own(rows.loc[v])]
@@ -60,11 +89,16 @@ def family_findings(by_batch: dict, caps: dict) -> list:
     if comp:
         out.append(bullet("`torch.compile`:", f"{SAME_PROCESS} a batch, " + listing(comp)
                           + (f"; `compiled` launches {listing(counts)}" if counts else "") + "."))
-    out += pingpong_findings(by_batch, caps)
+    out += pingpong_findings(by_batch, caps, floors)
     out += sync_bubble_findings(by_batch, caps)
     prof = [(b, caps[("compiled", b)]) for b in batches if ("compiled", b) in caps]
-    overheads = [r.traced_ms_per_step() / r.untraced_ms_per_step() - 1
-                 for a, r in caps.values() if r.traced_ms_per_step() and r.untraced_ms_per_step()]
+    from ..study.captures import kind
+
+    overheads = {}
+    for _, r in caps.values():
+        if r.traced_ms_per_step() and r.untraced_ms_per_step():
+            overheads.setdefault(kind(r), []).append(
+                r.traced_ms_per_step() / r.untraced_ms_per_step())
     if prof or overheads:
         twinned = [(b, a) for b, (a, _) in prof if a.summary.get("untraced")]
         parts = []
@@ -77,11 +111,15 @@ def family_findings(by_batch: dict, caps: dict) -> list:
                     [f"{a.summary['untraced']['bubble_ns_median'] / 1e3:.1f}"
                      for _, a in twinned]) + " µs ("
                 + listing([pct(a.summary["untraced"]["profiler_bubble_share"], 0)
-                           for _, a in twinned]) + " of it the profiler's)")
+                           for _, a in twinned]) + " of it the profiler's; the twin runs in "
+                "other processes than the capture)")
         if overheads:
-            parts.append(f"nsys adds {pct_span(overheads, 0, sign=True)} to each captured step "
-                         f"(traced ms/step ÷ its capture's untraced bench, {BETWEEN_PROCESSES}, "
-                         f"{len(overheads)} captures)")
+            kinds = [k for k in ("eager", "compiled", "graph-replayed") if k in overheads]
+            parts.append(
+                "traced ms/step ÷ its capture's untraced bench, "
+                f"{BETWEEN_PROCESSES}, − 1: nsys adds "
+                + listing([f"{k} {beyond_span(overheads[k], floors.get(k))}" for k in kinds])
+                + f" ({floor_note([floors.get(k) for k in kinds])})")
         out.append(bullet("The profiler:", "; ".join(parts) + "."))
     fastest = []
     for b, rows in by_batch.items():
@@ -114,7 +152,8 @@ def family_findings(by_batch: dict, caps: dict) -> list:
     return out
 
 
-def pingpong_findings(by_batch: dict, caps: dict) -> list:
+def pingpong_findings(by_batch: dict, caps: dict, floors: dict | None = None) -> list:
+    floor = (floors or {}).get("compiled")
     out = []
     batches = list(by_batch)
     syncs = {v: [a.summary["sync_idle_share"] for (n, _), (a, _) in caps.items() if n == v]
@@ -133,10 +172,13 @@ def pingpong_findings(by_batch: dict, caps: dict) -> list:
             procs.append(caps[("compiled", b)][1].untraced_ms_per_step())
         where = ("slower than" if p > max(procs) else "faster than" if p < min(procs)
                  else "between")
+        outside = all(beyond(p / x, floor) for x in procs)
+        word = (f"{where} {'both' if len(procs) == 2 and where != 'between' else 'them'}"
+                if outside or where == "between" else "within noise")
         text.append(f"untraced at batch {b}, `pipelined+compile` ran {p:.3f} ms/step in a process "
                     f"of its own against `compiled`'s {listing([f'{x:.3f}' for x in procs])} in "
-                    f"{len(procs)} other process{'es' if len(procs) > 1 else ''}: {where} "
-                    f"{'both' if len(procs) == 2 and where != 'between' else 'them'}")
+                    f"{len(procs)} other process{'es' if len(procs) > 1 else ''} "
+                    f"({BETWEEN_PROCESSES}): {word}")
     twins = {v: [a.summary["untraced"]["bubble_ns_median"] / 1e3 for (n, _), (a, _)
                  in caps.items() if n == v and a.summary.get("untraced")]
              for v in ("compiled", "pipelined+compile")}
@@ -144,8 +186,8 @@ def pingpong_findings(by_batch: dict, caps: dict) -> list:
         text.append(f"the twin's bubble is {span(twins['pipelined+compile'], '.1f')} µs for the "
                     f"ping-pong against {span(twins['compiled'], '.1f')} for `compiled`")
     if text:
-        out.append(bullet("The ping-pong, compiled:", "; ".join(text) + " (each twin from its "
-                          "own capture's process)."))
+        out.append(bullet("The ping-pong, compiled:", with_floor(
+            "; ".join(text) + " (each twin from its own capture's process)", [floor]) + "."))
     return out
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from ..render.hardware import hardware_table
 from ..render.markdown import frame_md_table
 from ..study.captures import analysed, is_traced
-from ..study.text import bullet, listing, span
+from ..study.text import BETWEEN_PROCESSES, beyond, bullet, listing, span
 from ..sweep import run_dirs
 
 DTYPE_ORDER = {"fp32": 0, "bf16": 1}
@@ -33,12 +33,27 @@ def hardware_rows(root: Path) -> pd.DataFrame:
     table["dtype"] = [c.get("dtype") for c in config]
     table["cuda_trace"] = [keep[label][1].summary.get("cuda_graph_trace", "graph")
                            if is_traced(keep[label][1]) else "none" for label in table["label"]]
+    steps = [keep[label][1].steps for label in table["label"]]
+    table["gr_step_min"] = [st["gr_active_pct"].min() if "gr_active_pct" in st else None
+                            for st in steps]
+    table["gr_step_max"] = [st["gr_active_pct"].max() if "gr_active_pct" in st else None
+                            for st in steps]
     table["traced_period_ms"] = [keep[label][1].summary["period_ns_median"] / 1e6
                                  if is_traced(keep[label][1]) else None
                                  for label in table["label"]]
     order = table.assign(d=table["dtype"].map(DTYPE_ORDER).fillna(9),
                          v=(table["variant"] != "fused").astype(int))
     return table.loc[order.sort_values(["d", "v", "batch"]).index].reset_index(drop=True)
+
+
+def beyond_ratios(ratios: list, floor) -> str:
+    """Ratios of two processes as `1.23–1.27x`, or within noise where all are inside the floor
+    (those inside said apart)."""
+    out = [r for r in ratios if beyond(r, floor)]
+    if not out:
+        return "within noise"
+    inside = len(ratios) - len(out)
+    return span(out, ".2f", "x") + (f" ({inside} more within noise)" if inside else "")
 
 
 def _f(x, spec: str) -> str:
@@ -62,6 +77,9 @@ def hardware_md(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def hardware_findings(t: pd.DataFrame) -> list:
+    from ..study.aa import floors
+
+    floor = floors().get("graph-replayed")
     out = []
     fused = t[t["variant"] == "fused"]
     floors = [f"{span(rows['floor_pct'], '.1f', '%')} in {dtype} (batch "
@@ -71,9 +89,11 @@ def hardware_findings(t: pd.DataFrame) -> list:
         out.append(bullet(
             "The best step reads HBM at a fraction of its bandwidth.",
             f"`fused` reaches {listing(floors)} of its bandwidth floor; over every run here "
-            f"the front end (GR) is active {span(t['gr_active_pct'], '.1f', '%')} of each "
-            f"step while the SMs are active {span(t['sm_active_pct'], '.1f', '%')} of it: a "
-            "string of kernels each too small to fill the GPU, one after the other."))
+            f"the front end (GR) is active {span(t['gr_active_pct'], '.1f', '%')} of the "
+            f"captured steps while the SMs are active {span(t['sm_active_pct'], '.1f', '%')} "
+            "of them (each run's mean, time-weighted over its steps; a single step's GR active "
+            f"{span(list(t['gr_step_min'].dropna()) + list(t['gr_step_max'].dropna()), '.1f', '%')}"
+            "): a string of kernels each too small to fill the GPU, one after the other."))
     pairs = []
     for batch in sorted(fused["batch"].unique()):
         rows = fused[fused["batch"] == batch].set_index("dtype")
@@ -84,8 +104,9 @@ def hardware_findings(t: pd.DataFrame) -> list:
         ratios = [p["untraced_ms_per_step"] / q["untraced_ms_per_step"] for _, p, q in pairs]
         out.append(bullet(
             "bf16 halves the bytes, not the time.",
-            f"`fused` in bf16 ran {span(ratios, '.2f', 'x')} faster than in fp32 untraced "
-            f"(batch {listing([str(x) for x, _, _ in pairs])}, each its own process; batch {b}: "
+            f"`fused` in bf16 ran {beyond_ratios(ratios, floor)} faster than in fp32 untraced "
+            f"(batch {listing([str(x) for x, _, _ in pairs])}, each its own process, "
+            f"{BETWEEN_PROCESSES}; batch {b}: "
             f"{bf['untraced_ms_per_step']:.3f} against {fp['untraced_ms_per_step']:.3f} ms/step) "
             f"for half the weights' bytes (floor {bf['floor_ms_per_step']:.3f} against "
             f"{fp['floor_ms_per_step']:.3f} ms at batch {b}), so its share of its floor falls: "
@@ -94,7 +115,10 @@ def hardware_findings(t: pd.DataFrame) -> list:
     if len(rel):
         below = (rel < 0).all()
         text = (f"Its host-timed window under `--metrics` was {span(-100 * rel, '.1f', '%')} "
-                f"{'below' if below else 'off'} the untraced twin's period in "
+                f"{'below' if below else 'off'} the untraced twin's period (other processes"
+                + (", each beyond the graph-replayed A/A floor" if all(
+                    beyond(1 + r, floor) for r in rel) else "; not all beyond the "
+                    "graph-replayed A/A floor") + ") in "
                 f"{'every' if below else 'each'} row ({len(rel)} runs)")
         traced = t[t["traced_period_ms"].notna()]
         if len(traced):

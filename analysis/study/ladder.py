@@ -24,12 +24,14 @@ from ..study.text import (
     BETWEEN_PROCESSES,
     SAME_PROCESS,
     apart,
+    between,
     bullet,
     fmt_ms,
     listing,
     pct,
     span,
     verdict,
+    with_floor,
 )
 
 # The article's claims that the ladder tests (its own figures, on an L40S).
@@ -69,7 +71,15 @@ def bench_processes(b: dict) -> str:
     return "; ".join(out)
 
 
-def ladder_findings(b: dict) -> list:
+def _floors(floors: dict | None) -> dict:
+    from ..study.aa import floors as aa_floors
+
+    return aa_floors() if floors is None else floors
+
+
+def ladder_findings(b: dict, floors: dict | None = None) -> list:
+    floors = _floors(floors)
+    eager_floor = floors.get("eager")
     out = []
     if "ladder" not in b:
         return out
@@ -89,9 +99,12 @@ def ladder_findings(b: dict) -> list:
         text += "."
         if "pipelined+compile" in other:
             r = lad.loc["pipelined+compile"]
-            text += (f" The article's last rung, `pipelined+compile`, ran "
-                     f"{fmt_ms(r['ms_per_step_median'])} in another process (`{r['bench']}`): "
-                     f"{x['pipelined+compile']:.2f}x naive's figure, {BETWEEN_PROCESSES}.")
+            text += with_floor(
+                f" The article's last rung, `pipelined+compile`, ran "
+                f"{fmt_ms(r['ms_per_step_median'])} in another process (`{r['bench']}`): "
+                + between(x["pipelined+compile"], floors.get("compiled"),
+                          f"{x['pipelined+compile']:.2f}x naive's figure")
+                + f", {BETWEEN_PROCESSES}", [floors.get("compiled")]) + "."
         reached = [v for v in lad.index if x[v] >= ARTICLE_SPEEDUP]
         title = (f"The article's \"about {ARTICLE_SPEEDUP}x over naive\" "
                  + ("holds." if reached else "does not hold here."))
@@ -118,15 +131,18 @@ def ladder_findings(b: dict) -> list:
         out.append(bullet("Naive is quadratic, the KV cache linear.", text + "."))
     if "kv-expandable" in lad.index and "kv" in lad.index:
         e, k = lad.loc["kv-expandable"], lad.loc["kv"]
+        ratio = e["ms_per_step_median"] / k["ms_per_step_median"]
         out.append(bullet(
             "Expandable segments.",
-            f"`kv-expandable` (`{e['bench']}`, a process of its own so that the setting "
-            f"precedes CUDA) reserved {e['peak_reserved_bytes'] / 2**20:.0f} against kv's "
-            f"{k['peak_reserved_bytes'] / 2**20:.0f} MiB (fragmentation "
-            f"{pct(e['fragmentation'])} against {pct(k['fragmentation'])}) and ran "
-            f"{fmt_ms(e['ms_per_step_median'])} against {fmt_ms(k['ms_per_step_median'])} ms/step, "
-            f"{BETWEEN_PROCESSES} (p10–p90 {_p(e, 2)} and {_p(k, 2)}: "
-            f"{verdict(_range(e), _range(k))})."))
+            with_floor(
+                f"`kv-expandable` (`{e['bench']}`, a process of its own so that the setting "
+                f"precedes CUDA) reserved {e['peak_reserved_bytes'] / 2**20:.0f} against kv's "
+                f"{k['peak_reserved_bytes'] / 2**20:.0f} MiB (fragmentation "
+                f"{pct(e['fragmentation'])} against {pct(k['fragmentation'])}) and ran "
+                f"{fmt_ms(e['ms_per_step_median'])} against {fmt_ms(k['ms_per_step_median'])} "
+                f"ms/step, {BETWEEN_PROCESSES}: "
+                + between(ratio, eager_floor, f"{pct(ratio - 1, sign=True)}"),
+                [eager_floor]) + "."))
     if {"static", "kv"} <= set(same) | {"naive"} and "static" in lad.index:
         out.append(bullet(
             "The static cache, eager.",
@@ -173,7 +189,8 @@ def pingpong_findings(b: dict, lad: pd.DataFrame) -> list:
     return out
 
 
-def finish_findings(b: dict) -> list:
+def finish_findings(b: dict, floors: dict | None = None) -> list:
+    graph_floor = _floors(floors).get("graph-replayed")
     out = []
     fin = b.get("finish")
     if fin is None:
@@ -208,26 +225,31 @@ def finish_findings(b: dict) -> list:
             f"`{widest}` with p10–p90 {_p(fin.loc[widest], 3)}."))
     if "lt-off" in b and "graphed" in fin.index:
         lt, g = b["lt-off"].loc["graphed"], fin.loc["graphed"]
+        ratio = lt["ms_per_step_median"] / g["ms_per_step_median"]
         out.append(bullet(
             "cuBLASLt's memsets:",
-            "torch sends a GEMM with a bias to cuBLASLt, whose split-K kernels for these shapes "
-            "come with a memset node (the `[memset]` rows of the per-kernel tables); with "
-            f"`DISABLE_ADDMM_CUDA_LT=1` (`bench-lt-off`, a process of its own) the graphed step "
-            f"ran {fmt_ms(lt['ms_per_step_median'])} against "
-            f"{fmt_ms(g['ms_per_step_median'])} ms/step in `bench-finish`, "
-            f"{pct(1 - lt['ms_per_step_median'] / g['ms_per_step_median'])} "
-            f"less, {BETWEEN_PROCESSES}."))
+            with_floor(
+                "torch sends a GEMM with a bias to cuBLASLt, whose split-K kernels for these "
+                "shapes come with a memset node (the `[memset]` rows of the per-kernel tables); "
+                f"with `DISABLE_ADDMM_CUDA_LT=1` (`bench-lt-off`, a process of its own) the "
+                f"graphed step ran {fmt_ms(lt['ms_per_step_median'])} against "
+                f"{fmt_ms(g['ms_per_step_median'])} ms/step in `bench-finish`, "
+                f"{BETWEEN_PROCESSES}: " + between(ratio, graph_floor, f"{pct(1 - ratio)} less"),
+                [graph_floor]) + "."))
     branches = numbered(b, "branches")
     if branches and "fused" in fin.index:
         f = fin.loc["fused"]["ms_per_step_median"]
         out.append(bullet(
             "Busy is not fast:",
-            "`fused` with its batch cut into micro-batches on streams inside the graph (each "
-            "its own process) ran " + ", ".join(
-                f"{fmt_ms(df.loc['fused', 'ms_per_step_median'])} ms/step with {n}"
-                for n, df in branches.items())
-            + f", against {fmt_ms(f)} with one (`bench-finish`): every micro-batch reads all the "
-            "weights again."))
+            with_floor(
+                "`fused` with its batch cut into micro-batches on streams inside the graph "
+                f"(each its own process, {BETWEEN_PROCESSES}) ran " + ", ".join(
+                    f"{fmt_ms(df.loc['fused', 'ms_per_step_median'])} ms/step with {n} ("
+                    + between(df.loc["fused", "ms_per_step_median"] / f, graph_floor,
+                              pct(df.loc["fused", "ms_per_step_median"] / f - 1, sign=True))
+                    + ")" for n, df in branches.items())
+                + f", against {fmt_ms(f)} with one (`bench-finish`)", [graph_floor])
+            + ": every micro-batch reads all the weights again."))
     return out
 
 
@@ -260,8 +282,11 @@ def ladder_sections(study: Path, fig: Path | None) -> list:
     b = benches(study)
     if "ladder" not in b:
         return []
+    from ..study.aa import floors as aa_floors
+
+    floors = aa_floors()
     parts = [f"## The article's ladder, untraced ({study.name})", ladder_header(study, b),
-             *ladder_findings(b), *finish_findings(b)]
+             *ladder_findings(b, floors), *finish_findings(b, floors)]
 
     def section(title, table, figure=None):
         image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
@@ -276,7 +301,7 @@ def ladder_sections(study: Path, fig: Path | None) -> list:
                   f"The article's ladder, untraced (batch {c.get('batch')}, "
                   f"{c.get('new_tokens')} tokens, {c.get('dtype')})")
     parts += section(f"### The ladder (batch {c.get('batch')}, {c.get('new_tokens')} new "
-                     "tokens)", ladder_table(b), "ladder")
+                     "tokens)", ladder_table(b, floors.get("eager")), "ladder")
     parts.append(LADDER_NOTE)
     if numbered(b, "scale"):
         if fig is not None:

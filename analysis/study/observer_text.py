@@ -20,30 +20,42 @@ def _kind(variant: str) -> str:
     return "compiled" if variant.endswith("compile") or variant == "compiled" else "eager"
 
 
-def overhead_findings(rows: list) -> list:
-    """What nsys added to a step, per kind of rung and capture level (overhead.table's rows)."""
-    from ..study.text import bullet, listing, span
+def _floors(floors: dict | None) -> dict:
+    from ..study.aa import floors as aa_floors
 
-    spans = []
+    return aa_floors() if floors is None else floors
+
+
+def overhead_findings(rows: list, floors: dict | None = None) -> list:
+    """What nsys added to a step, per kind of rung and capture level (overhead.table's rows);
+    a ratio inside its kind's A/A floor is within noise."""
+    from ..study.text import between, beyond_span, bullet, floor_note, listing
+
+    floors = _floors(floors)
+    spans, used = [], []
     for level, kinds in (("node", ("eager", "compiled", "graph-replayed")),
                          ("graph", ("graph-replayed",))):
         found = []
         for k in kinds:
-            values = [100 * (r["traced_ms"][level] / r["untraced_ms"] - 1) for r in rows
+            values = [r["traced_ms"][level] / r["untraced_ms"] for r in rows
                       if level in r["traced_ms"] and r["untraced_ms"] and _kind(r["variant"]) == k]
             if values:
-                found.append(f"{k} {span(values, '+.1f', '%')} ({len(values)} captures)")
+                found.append(f"{k} {beyond_span(values, floors.get(k), 1)}")
+                used.append(floors.get(k))
         if found:
             spans.append(f"flag set `{level}` (`--cuda-graph-trace={level}`): " + ", ".join(found))
     if not spans:
         return []
-    gs = [(r["batch"], 100 * (r["traced_ms"]["graph"] / r["untraced_ms"] - 1)) for r in rows
+    gs = [(r["batch"], r["traced_ms"]["graph"] / r["untraced_ms"]) for r in rows
           if r["variant"] == "graphed-sync" and "graph" in r["traced_ms"] and r["untraced_ms"]]
     text = ("(traced ms/step, the harness' host clock over the captured window, ÷ the untraced "
-            "median of the processes' medians, another process, − 1): " + "; ".join(spans) + ".")
+            "median of the processes' medians, another process, − 1): " + "; ".join(spans)
+            + f" ({floor_note(used)}).")
     if gs:
+        g = floors.get("graph-replayed")
         text += (" Graph by graph, `graphed-sync`, whose host waits for every step, cost "
-                 + listing([f"{x:+.1f}% at batch {b}" for b, x in gs]) + ".")
+                 + listing([between(x, g, f"{(x - 1) * 100:+.1f}%") + f" at batch {b}"
+                            for b, x in gs]) + ".")
     return [bullet("What nsys adds to a step", text)]
 
 
@@ -67,7 +79,7 @@ def bubble_findings(table: pd.DataFrame) -> list:
         out.append(bullet(
             "The sync's bubble, traced and untraced.",
             "`graphed-sync` (one CUDA graph a step, `.item()` after each): the untraced twin "
-            "sees a median bubble of "
+            "(its own runs, other processes than the captures) sees a median bubble of "
             + listing([f"{us_cell_from_ns(r['untraced_bubble_ns'])} µs at batch {r['batch']}"
                        for _, r in gs.iterrows()])
             + "; traced, " + "; ".join(parts) + "."))
@@ -82,15 +94,18 @@ def bubble_findings(table: pd.DataFrame) -> list:
             "Graph-replayed rungs without a per-step sync",
             f"(`graphed`, `fused`) show {span([x / 1e3 for x in traced], '.1f')} µs traced "
             f"(either level) against {span(quiet['untraced_bubble_ns'] / 1e3, '.1f')} µs "
-            "untraced, about the floor of two CUDA events back to back: "
+            "untraced (the twin, other processes), about the floor of two CUDA events back to "
+            "back: "
             f"{span([100 * s for s in shares], '.0f', '%')} of their traced bubble is the "
             "profiler's."))
     return out
 
 
-def sync_cost_findings(table: pd.DataFrame) -> list:
-    from ..study.text import BETWEEN_PROCESSES, bullet, listing, verdict
+def sync_cost_findings(table: pd.DataFrame, floors: dict | None = None) -> list:
+    from ..study.text import BETWEEN_PROCESSES, beyond, bullet, listing, verdict, with_floor
 
+    floors = _floors(floors)
+    graph_floor, used = floors.get("graph-replayed"), []
     out = []
     found = {(r["variant"], r["batch"]): r for _, r in table.iterrows()}
     costs = []
@@ -100,13 +115,17 @@ def sync_cost_findings(table: pd.DataFrame) -> list:
         b = found[("graphed", batch)]
         if a["bench_ms"] and b["bench_ms"]:
             cost = median(a["bench_ms"]) - median(b["bench_ms"])
-            costs.append(f"{cost * 1e3:.1f} µs at batch {batch} "
-                         f"({100 * cost / median(b['bench_ms']):.1f}% of `graphed`'s step)")
+            if beyond(median(a["bench_ms"]) / median(b["bench_ms"]), graph_floor):
+                costs.append(f"{cost * 1e3:.1f} µs at batch {batch} "
+                             f"({100 * cost / median(b['bench_ms']):.1f}% of `graphed`'s step)")
+            else:
+                costs.append(f"within noise at batch {batch}")
     if costs:
         out.append(bullet(
             "What the sync costs once launches are cheap:",
-            f"`graphed-sync` against `graphed`, untraced (each its own bench process, "
-            f"{BETWEEN_PROCESSES}): " + listing(costs) + "."))
+            with_floor(f"`graphed-sync` against `graphed`, untraced (each its own bench "
+                       f"process, {BETWEEN_PROCESSES}): " + listing(costs), [graph_floor])
+            + "."))
     orders = []
     for synced, hidden in SYNC_PAIRS:
         if synced == "graphed-sync":
@@ -120,25 +139,32 @@ def sync_cost_findings(table: pd.DataFrame) -> list:
             ra, rb = (min(xa), max(xa)), (min(xb), max(xb))
             v = verdict(ra, rb)
             faster = synced if median(xa) < median(xb) else hidden
+            outside = beyond(median(xa) / median(xb), floors.get(_kind(synced)))
+            used.append(floors.get(_kind(synced)))
             orders.append(
                 f"`{synced}` {ra[0]:.3f}–{ra[1]:.3f} against `{hidden}` {rb[0]:.3f}–{rb[1]:.3f} "
                 f"ms/step at batch {batch}: {v}"
-                + (f" (`{faster}` faster)" if v == "apart" else " (no order)"))
+                + (f" (`{faster}` faster)" if v == "apart" and outside else
+                   ", but within noise (no order)" if v == "apart" else " (no order)"))
     if orders:
         out.append(bullet(
             "Eager and compiled pairs, between processes:",
-            "each variant untraced in two processes (min–max of their medians): "
-            + "; ".join(orders) + ". `gapscope compare` prints `order flip:` only where the "
+            "each variant untraced in two processes (min–max of their medians, apart or "
+            "overlapping; apart and the medians' ratio beyond the A/A floor for an order): "
+            + with_floor("; ".join(orders), used) + ". `gapscope compare` prints `order flip:` "
+            "only where the "
             "traced order is the other one and each order is outside its noise, else "
             "`within noise:` (METRICS.md)."))
     return out
 
 
 def observer_findings(root: Path, table: pd.DataFrame) -> list:
+    from ..study.aa import floors as aa_floors
     from ..study.overhead import rows as overhead_rows
 
-    return [*overhead_findings(overhead_rows(root)), *bubble_findings(table),
-            *sync_cost_findings(table)]
+    floors = aa_floors()
+    return [*overhead_findings(overhead_rows(root), floors), *bubble_findings(table),
+            *sync_cost_findings(table, floors)]
 
 
 def sweep_notes(root: Path, table: pd.DataFrame) -> list:

@@ -20,7 +20,8 @@ def part_start(name: str) -> str:
 PART_START, PART_END = part_start("observer"), "<!-- /part -->"
 # The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
 # from the repository root: every directory study_publish.SOURCES names).
-PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "host", "overview")
+PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "loop", "sizes",
+         "host", "overview")
 PART_HELP = {
     "ladder": "a study's bench-*.json (no captures needed)",
     "captures": "a directory of run directories (tests/data/runs)",
@@ -29,6 +30,8 @@ PART_HELP = {
     "aa": "harness bench --processes A/A reports (aa-*.json)",
     "family": "bench-ladder-b<B>.json and capture/ of another model family",
     "host": "the repository root: the eager captures' host bounds beside the rungs they predict",
+    "loop": "bench-b<B>-p<K>.json and steps-*.json of the loops of one launch",
+    "sizes": "bench-sizes-<size>-b<B>.json and capture/ of the ladder at 125M, 1B and 8B",
     "overview": "the repository root: every capture of the published directories",
 }
 
@@ -40,8 +43,10 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
     from ..study.family import family_sections
     from ..study.hardware import hardware_sections
     from ..study.ladder import ladder_sections
+    from ..study.loop import loop_sections
     from ..study.results import observer_sections
     from ..study.runs import captures_sections
+    from ..study.sizes import sizes_sections
 
     if part == "observer":
         return observer_sections(study / "observer" if (study / "observer").is_dir()
@@ -56,7 +61,8 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
         return host_sections(study, fig)
     return {"ladder": ladder_sections, "captures": captures_sections,
             "hardware": hardware_sections, "aa": lambda s, _: aa_sections(s),
-            "family": lambda s, f: family_sections(s, f)}[part](study, fig)
+            "family": lambda s, f: family_sections(s, f), "loop": loop_sections,
+            "sizes": sizes_sections}[part](study, fig)
 
 
 def part_body(part: str, study: Path, out: Path | None) -> list:

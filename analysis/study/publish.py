@@ -8,6 +8,7 @@ table, every number made by `gapscope study` from the run directories committed 
 Run from the repository root. Each part is also `gapscope study DIR -o docs --part PART`.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -26,7 +27,17 @@ from ..study.overview import (  # noqa: F401
     overview_sections,
     overview_table,
 )
-from ..study.text import BETWEEN_PROCESSES, SAME_PROCESS, listing, pct_span, span, wrap
+from ..study.text import (
+    BETWEEN_PROCESSES,
+    SAME_PROCESS,
+    between,
+    beyond_span,
+    floor_note,
+    listing,
+    pct_span,
+    span,
+    wrap,
+)
 
 # part -> the committed directory it is made from (relative to the repository root).
 SOURCES = {
@@ -36,6 +47,7 @@ SOURCES = {
     "hardware": "docs/hardware-view-20261201",
     "aa": "docs/aa-20261201",
     "family": "docs/llama-20261201",
+    "loop": "docs/whilegraph-20261201",
     "host": ".",
     "overview": ".",
 }
@@ -55,45 +67,79 @@ GEN_END = "<!-- /generated -->"
 
 # --- README's findings: the parts' headline figures ---------------------------------------
 
+def _sync_costs(root: Path) -> tuple:
+    """`graphed-sync` ÷ `graphed` − 1, untraced: (in one process: [(cost, where)], between
+    processes: [(ratio, where)]) from the ladder's finish bench, the family's ladder and the
+    observer sweep (each variant its own process there)."""
+    from ..measures.stats import median
+    from ..study.benches import benches
+    from ..study.family import ladder_benches
+    from ..study.overhead import process_ms, variant_dirs
+
+    same, apart = [], []
+    fin = benches(root / SOURCES["ladder"])["finish"]
+    same.append((fin.loc["graphed-sync", "ms_per_step_median"]
+                 / fin.loc["graphed", "ms_per_step_median"], "GPT-2 batch 32"))
+    for batch, rows in ladder_benches(root / SOURCES["family"]).items():
+        if {"graphed-sync", "graphed"} <= set(rows.index) and not any(
+                bool(rows.loc[v].get("own_process") is True) for v in ("graphed-sync", "graphed")):
+            same.append((rows.loc["graphed-sync", "ms_per_step_median"]
+                         / rows.loc["graphed", "ms_per_step_median"], f"Llama batch {batch}"))
+    bench = {(batch, vdir.name): process_ms(vdir)
+             for batch, vdir in variant_dirs(root / SOURCES["observer"])}
+    for batch in sorted({b for b, _ in bench}):
+        a, g = bench.get((batch, "graphed-sync")), bench.get((batch, "graphed"))
+        if a and g:
+            apart.append((median(a) / median(g), f"GPT-2 batch {batch}"))
+    return same, apart
+
+
 def readme_findings(root: Path) -> str:
-    from ..study import observer
+    from ..study.aa import floors
     from ..study.benches import benches, ladder_rows
 
     t = every_capture(root)
-    eager = t[t["kind"] == "GPT-2 eager"]
+    floor = floors()
     b = benches(root / SOURCES["ladder"])
     lad, fin = ladder_rows(b), b["finish"]
     naive = lad.loc["naive"]
-    same = lad[(lad["bench"] == naive["bench"]) & (lad.index.isin(["compiled"]))]
-    compiled_x = naive["ms_per_step_median"] / same.loc["compiled", "ms_per_step_median"]
+    compiled_x = naive["ms_per_step_median"] / lad.loc["compiled", "ms_per_step_median"]
+    same_bench = lad.loc["compiled", "bench"] == naive["bench"]
     pc_x = naive["ms_per_step_median"] / lad.loc["pipelined+compile", "ms_per_step_median"]
-    sweep = observer.sweep(root / SOURCES["observer"])
-    costs = [fin.loc["graphed-sync", "ms_per_step_median"] / fin.loc["graphed",
-                                                                     "ms_per_step_median"] - 1]
-    for batch in sorted(sweep["batch"].unique()):
-        rows = sweep[sweep["batch"] == batch].set_index("variant")
-        if {"graphed-sync", "graphed"} <= set(rows.index):
-            a, g = (float(pd.Series(rows.loc[v, "bench_ms"]).median())
-                    for v in ("graphed-sync", "graphed"))
-            costs.append(a / g - 1)
+    same, apart = _sync_costs(root)
+
+    def eager(family: str, column: str, f, digits=1) -> str:
+        rows = t[t["kind"] == f"{family} eager"]
+        return f"{f(rows[column], digits)} ({family}, {len(rows)} captures)"
+
     fused = t[(t["variant"] == "fused") & t["kind"].str.endswith("node by node")
               & (t["branches"].fillna(1) == 1)]
     f = fin.loc["fused"]
     hf = fin.loc["hf-generate", "ms_per_step_median"]
+    ops = listing([f"{span(t[t['kind'] == f'{fam} eager']['op_records'], '.0f')} ({fam})"
+                   for fam in ("GPT-2", "Llama")])
     return (
         "`docs/RESULTS.md`, every number made again from the runs committed here by `python -m "
-        f"analysis.study.publish`: in eager mode the GPU is busy {pct_span(eager['busy'])} of "
-        f"a captured step ({len(eager)} GPT-2 captures) and {pct_span(eager['host'], 0)} of "
-        f"its idle is the host launching {span(eager['op_records'], '.0f')} op records a step, "
-        "so hiding the sync on a second stream buys nothing (RESULTS.md's ladder part, in one "
-        "process each); the article's "
-        f"5x is {compiled_x:.2f}x here (`compiled` over `naive`, {SAME_PROCESS}; "
-        f"`pipelined+compile` {pc_x:.2f}x, {BETWEEN_PROCESSES}); once the step is one CUDA "
-        f"graph the per-step sync costs {pct_span(costs)} of it untraced ({len(costs)} "
-        f"measurements in two sessions); the fused step runs {f['ms_per_step_median']:.3f} "
-        f"ms/step, {hf / f['ms_per_step_median']:.2f}x faster than `model.generate` with a "
-        f"static cache {SAME_PROCESS}, with the GPU busy {pct_span(fused['busy'])} of its "
-        f"{len(fused)} node-level captures (batch "
+        "analysis.study.publish`: in eager mode the GPU is busy "
+        + listing([eager(fam, "busy", pct_span) for fam in ("GPT-2", "Llama")])
+        + " of a captured step, and "
+        + listing([eager(fam, "host", pct_span, 0).split(" (")[0] + f" ({fam})"
+                   for fam in ("GPT-2", "Llama")])
+        + f" of its idle is the host launching {ops} op records a step (traced shares), so "
+        "hiding the sync on a second stream buys nothing (RESULTS.md's ladder part, in one "
+        f"process each); the article's 5x is {compiled_x:.2f}x here (GPT-2 batch 32, `compiled` "
+        f"over `naive`, {SAME_PROCESS if same_bench else BETWEEN_PROCESSES}; "
+        f"`pipelined+compile` "
+        + between(pc_x, floor.get("compiled"), f"{pc_x:.2f}x") + f", {BETWEEN_PROCESSES}); "
+        "once the step is one CUDA graph the per-step sync costs "
+        f"{pct_span([r - 1 for r, _ in same])} of it untraced {SAME_PROCESS} "
+        f"({listing([w for _, w in same])}) and, {BETWEEN_PROCESSES}, "
+        + beyond_span([r for r, _ in apart], floor.get("graph-replayed"), 1, "pair")
+        + f" ({listing([w for _, w in apart])}; {floor_note([floor.get('graph-replayed')])}); "
+        f"the fused step runs {f['ms_per_step_median']:.3f} ms/step (GPT-2 batch 32), "
+        f"{hf / f['ms_per_step_median']:.2f}x faster than `model.generate` with a static cache "
+        f"{SAME_PROCESS}, with the GPU busy {pct_span(fused['busy'])} of its {len(fused)} "
+        "node-level captures (traced; batch "
         f"{listing([str(int(x)) for x in sorted(fused['batch'].unique())])}).")
 
 
@@ -117,6 +163,11 @@ How each comparison was made:
 - *in one process*: the variants were timed by one `harness bench` process, one after another;
   *between processes*: by different processes, where an eager figure moves far more than within
   one (part "The A/A noise floor between processes").
+- *within noise*: a figure from two processes (a ratio, a difference of their medians) whose
+  ratio is inside the floor between processes (the largest ratio two processes of one
+  configuration came out apart: the A/A part's, for eager and compiled loops `static`'s and for
+  graph-replayed ones `fused`'s, widened where a part holds two untraced benches of one
+  configuration by their ratio); it stands in place of the number, the floor named beside it.
 - *op records*: the GPU operations nsys recorded (kernels, copies, memsets; a graph replayed at
   graph level is one); *kernels*: the kernel records alone; *launch calls*: the CUDA API calls
   that launched them.
@@ -152,22 +203,78 @@ def put_generated(text: str, name: str, body: str, by: str = BY) -> str:
     head, rest = text.split(start, 1)
     if GEN_END not in rest:
         raise ValueError(f"no `{GEN_END}` after `{start}`")
-    return (head + start + "\n" + wrap(body.strip()) + "\n" + GEN_END
+    # each paragraph wrapped (a table, a heading or an indented code line left as it is)
+    body = "\n\n".join(wrap(part.strip("\n").rstrip()) for part in body.strip("\n").split("\n\n"))
+    return (head + start + "\n" + body + "\n" + GEN_END
             + rest.split(GEN_END, 1)[1])
 
 
-def documents(root: Path, fig: Path | None = None) -> dict:
-    """path -> the text it should have: RESULTS.md whole, README's and PROFILING.md's
-    generated blocks put into their current text."""
+def profiler_share(root: Path) -> str:
+    """README's block: nsys's overhead and share of the bubble over every committed capture."""
+    return "**The profiler's own share.** " + " ".join(
+        overview_findings(every_capture(root), " (docs/RESULTS.md, \"Every capture, by kind\")"))
+
+
+def overhead_block(root: Path) -> str:
+    """PROFILING.md's table of what nsys adds a step, by flag set."""
     from ..study.overhead import table as overhead_table
 
-    readme = (root / README).read_text()
-    readme = put_generated(readme, "findings", readme_findings(root))
-    readme = put_generated(readme, "profiler-share", "**The profiler's own share.** " + " ".join(
-        overview_findings(every_capture(root), " (docs/RESULTS.md, \"Every capture, by kind\")")))
-    profiling = put_generated((root / PROFILING).read_text(), "overhead",
-                              overhead_table(root / SOURCES["observer"]))
-    return {RESULTS: results_text(root, fig), README: readme, PROFILING: profiling}
+    return overhead_table(root / SOURCES["observer"])
+
+
+MARKER = re.compile(r"<!-- generated: (\S+) \((.*?)\) -->")
+
+
+class PublishError(Exception):
+    """A document and the registry disagree: one line, said as it is."""
+
+
+def put_blocks(path: Path, text: str, root: Path) -> str:
+    """`text` (the file `path`) with every block blocks.py registers for it made again; a marker
+    there with no maker, or a maker with no marker, is a PublishError."""
+    from ..study.blocks import makers
+
+    made = makers(path)
+    for name, by in MARKER.findall(text):
+        if name not in made or by != BY:
+            raise PublishError(f"{path}: the block `{name}` ({by}) is made by nothing: add it to "
+                               "analysis/study/blocks.py (BLOCKS), or take its markers out")
+    for name, maker in made.items():
+        if gen_start(name) not in text:
+            raise PublishError(f"{path}: no `{gen_start(name)}` marker for the block "
+                               "analysis/study/blocks.py registers")
+        text = put_generated(text, name, maker(root))
+    return text
+
+
+def documents(root: Path, fig: Path | None = None) -> dict:
+    """path -> the text it should have: RESULTS.md whole, and README.md and every other
+    docs/*.md with their generated blocks (blocks.py) made again in their current text."""
+    from ..study.blocks import document_paths
+
+    out = {RESULTS: results_text(root, fig)}
+    for path in document_paths(root):
+        if path != RESULTS:
+            out[path] = put_blocks(path, (root / path).read_text(), root)
+    return out
+
+
+def stray(root: Path, texts: dict) -> list:
+    """`path:line: figure` for each figure outside the generated blocks (figures.py), over the
+    texts publish would write; RESULTS.md is generated whole."""
+    from ..study.doc_constants import CONSTANTS
+    from ..study.figures import missing_constants, stray_figures
+
+    out = []
+    for path, text in texts.items():
+        if path == RESULTS:
+            continue
+        constants = CONSTANTS.get(str(path), [])
+        out += [f"{path}:{n}: `{figure}` outside a generated block: {line[:60]}"
+                for n, figure, line in stray_figures(text, constants)]
+        out += [f"{path}: doc_constants.py lists `{phrase}`, which the file no longer holds"
+                for phrase in missing_constants(text, constants)]
+    return out
 
 
 def main(argv: list) -> int:
@@ -181,18 +288,31 @@ def main(argv: list) -> int:
     if not check:
         fig = root / "docs" / "figures"
         fig.mkdir(parents=True, exist_ok=True)
+    try:
+        texts = documents(Path("."), fig)
+    except PublishError as e:
+        sys.stderr.write(f"gapscope: error: {e}\n")
+        return 2
     stale = []
-    for path, text in documents(Path("."), fig).items():
+    for path, text in texts.items():
         if (root / path).read_text() != text:
             stale.append(str(path))
             if not check:
                 (root / path).write_text(text)
+    figures = stray(root, texts)
+    for line in figures:
+        sys.stderr.write(f"gapscope: {line}\n")
     if check and stale:
         sys.stderr.write(f"gapscope: {', '.join(stale)} would change: run python -m "
                          "analysis.study.publish\n")
+    if figures:
+        sys.stderr.write(f"gapscope: {len(figures)} figure(s) outside the generated blocks: "
+                         "put each in a block (analysis/study/blocks.py) or take it out\n")
+    if (check and stale) or figures:
         return 1
-    sys.stderr.write(f"gapscope: {'checked' if check else 'wrote'} {RESULTS}, {README}, "
-                     f"{PROFILING}{': ' + ', '.join(stale) + ' changed' if stale else ''}\n")
+    sys.stderr.write(f"gapscope: {'checked' if check else 'wrote'} {len(texts)} documents "
+                     f"({', '.join(map(str, texts))}): every figure in a generated block"
+                     f"{'; ' + ', '.join(stale) + ' changed' if stale else ''}\n")
     return 0
 
 

@@ -6,24 +6,26 @@ from pathlib import Path
 
 from ..render.markdown import frame_md_table
 from ..study import observer
-from ..study.captures import capture_rows, kernels_per_step
-from ..study.text import BETWEEN_PROCESSES, bullet, listing, pct, pct_span, span
+from ..study.captures import GRAPH_VARIANTS, capture_rows, kernels_per_step, kind  # noqa: F401
+from ..study.text import (
+    BETWEEN_PROCESSES,
+    between,
+    beyond_span,
+    bullet,
+    floor_note,
+    listing,
+    pct,
+    pct_span,
+    span,
+    with_floor,
+)
 from ..sweep import run_dirs
 
-GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused")
 KERNEL_TABLES = ("fused", "graphed", "static")
 CAUSES = ("sync", "host", "queued")
 
 
 KINDS = ("eager", "compiled", "graph-replayed, node by node", "graph-replayed, graph by graph")
-
-
-def kind(run) -> str:
-    """`eager`, `compiled` (torch.compile, no CUDA graph) or `graph-replayed`."""
-    config = run.info.get("config") or {}
-    if config.get("variant") in GRAPH_VARIANTS:
-        return "graph-replayed"
-    return "eager" if config.get("compile") in (None, "none") else "compiled"
 
 
 def overhead(run) -> float | None:
@@ -40,7 +42,11 @@ def _batches(found: list) -> str:
                            found}, key=int))
 
 
-def capture_findings(analyses: dict) -> list:
+def capture_findings(analyses: dict, floors: dict | None = None) -> list:
+    from ..study.aa import floors as aa_floors
+
+    floors = aa_floors() if floors is None else floors
+    graph_floor = floors.get("graph-replayed")
     out = []
     by_kind = {}
     for name, (a, run, _) in analyses.items():
@@ -85,18 +91,24 @@ def capture_findings(analyses: dict) -> list:
             + ("" if twins else "Traced only: these two captures have no untraced twin, so "
                "neither bubble is what the step leaves without nsys (the observer part has the "
                "pair with its twin); ")
-            + f"untraced (each capture's bench, {BETWEEN_PROCESSES}) the two ran "
-            f"{sr.untraced_ms_per_step():.3f} and {gr.untraced_ms_per_step():.3f} ms/step."))
+            + with_floor(
+                f"untraced (each capture's bench, {BETWEEN_PROCESSES}) the two ran "
+                f"{sr.untraced_ms_per_step():.3f} and {gr.untraced_ms_per_step():.3f} ms/step: "
+                + between(sr.untraced_ms_per_step() / gr.untraced_ms_per_step(), graph_floor,
+                          f"{pct(sr.untraced_ms_per_step() / gr.untraced_ms_per_step() - 1)} "
+                          "apart"), [graph_floor]) + "."))
     fused = [(n, a, r) for n, a, r in graphs if (r.info.get("config") or {}).get("variant")
              == "fused"]
     if fused:
         out.append(bullet(
             "The fused step, node by node:",
-            "; ".join(f"`{n}` busy {pct(a.summary['gpu_util'])} of its capture, "
+            with_floor("; ".join(f"`{n}` busy {pct(a.summary['gpu_util'])} of its capture, "
                       f"{pct(_idle_share(a, 'queued'), 0)} of its idle `queued` (the graph's "
                       "kernel-to-kernel latency), traced "
                       f"{r.traced_ms_per_step():.3f} against untraced "
-                      f"{r.untraced_ms_per_step():.3f} ms/step" for n, a, r in fused) + "."))
+                      f"{r.untraced_ms_per_step():.3f} ms/step ({BETWEEN_PROCESSES}: "
+                      + between(overhead(r) + 1, graph_floor, pct(overhead(r), 0, sign=True))
+                      + ")" for n, a, r in fused), [graph_floor]) + "."))
     levels = {}
     for _, a, r in [x for found in by_kind.values() for x in found]:
         k = kind(r)
@@ -109,8 +121,9 @@ def capture_findings(analyses: dict) -> list:
     out.append(bullet(
         "What nsys added to a step",
         f"(traced ms/step ÷ the capture's own untraced bench, {BETWEEN_PROCESSES}, − 1): "
-        + "; ".join(f"{k} {pct_span(v, 0, sign=True)} ({len(v)} capture"
-                    f"{'s' if len(v) > 1 else ''})" for k, v in kinds if v) + "."))
+        + "; ".join(f"{k} " + beyond_span([x + 1 for x in v], floors.get(k.split(",")[0]))
+                    for k, v in kinds if v)
+        + f" ({floor_note([floors.get(k.split(',')[0]) for k, _ in kinds])})."))
     return out
 
 
@@ -157,14 +170,16 @@ def kernel_findings(name: str, table) -> list:
 
 def captures_sections(root: Path, fig: Path | None) -> list:
     from ..render.plots import plot_analysis
+    from ..study.aa import floors as aa_floors
     from ..study.plots import plot_idle
 
+    floors = aa_floors()
     found = {d.relative_to(root).as_posix(): d for d in run_dirs(root)}
-    caps, analyses = capture_rows(found)
+    caps, analyses = capture_rows(found, floors)
     if caps.empty:
         return []
     parts = [f"## What the captures show ({root.as_posix()})", CAPTURES_TEXT,
-             *capture_findings(analyses), frame_md_table(caps)]
+             *capture_findings(analyses, floors), frame_md_table(caps)]
     if fig is not None:
         plot_idle(fig / "idle.png", analyses)
         for n in TIMELINES:
@@ -192,7 +207,8 @@ CAPTURES_TEXT = (
     "each kernel; `graph`: one op record a replay; `none`: no graph). Op records: the GPU ops "
     "nsys recorded (kernels, copies, memsets; a graph replayed at graph level counts one); "
     "kernels: the kernel records alone; launch calls: the CUDA API calls that launched them. "
-    "nsys overhead: traced ms/step ÷ untraced − 1, two processes. A capture of GPU metrics "
+    "nsys overhead: traced ms/step ÷ untraced − 1, two processes (within noise where that "
+    "ratio is inside the A/A floor of its kind: part A/A). A capture of GPU metrics "
     "alone (`fused-metrics`) has no gaps and is left out. The traced bubble and the shares of "
     "the idle are what the trace shows, not what the loop leaves without nsys: the untraced "
     "bubble is beside it where a twin exists.")

@@ -65,8 +65,58 @@ def wrap(block: str, width: int = 100) -> str:
     under its text; tables, headings, images and markers are left as they are."""
     import textwrap
 
-    if block.startswith(("|", "#", "![", "<!--")) or "\n" in block:
+    if block.startswith(("|", "#", "![", "<!--", "    ")) or "\n" in block:
         return block
     indent = "  " if block.startswith("- ") else ""
     return textwrap.fill(block, width, subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False)
+
+
+def beyond(ratio: float, floor: tuple | None) -> bool:
+    """Whether a ratio of two processes' figures lies beyond the A/A floor (aa.floor: the
+    largest ratio two processes of one configuration came out apart); True without a floor."""
+    if floor is None or not ratio or ratio <= 0:
+        return True
+    return max(ratio, 1 / ratio) > floor[0]
+
+
+def between(ratio: float, floor: tuple | None, number: str) -> str:
+    """A figure from two processes: `number` where their ratio lies beyond the A/A floor, else
+    `within noise` (issue 31); the sentence names the floor once (with_floor)."""
+    return number if beyond(ratio, floor) else "within noise"
+
+
+def with_floor(text: str, floors: list) -> str:
+    """`text` (a sentence without its full stop) with floor_note in brackets where it says
+    `within noise`."""
+    return text + (f" ({floor_note(floors)})" if "within noise" in text else "")
+
+
+def beyond_span(ratios: list, floor, digits: int = 0, what: str = "capture") -> str:
+    """Ratios of two processes' figures (traced ÷ untraced, say) as shares r − 1: the range of
+    those beyond the A/A floor (one for all, or a list: one a ratio) with their count, and how
+    many more lie within it."""
+    def count(n: int) -> str:
+        return f"{n} {what}{'' if n == 1 else 'es' if what.endswith('s') else 's'}"
+
+    ratios = list(ratios)
+    each = floor if isinstance(floor, list) else [floor] * len(ratios)
+    out = [r for r, f in zip(ratios, each, strict=True) if beyond(r, f)]
+    inside = len(ratios) - len(out)
+    if not out:
+        return f"within noise ({count(len(ratios))})"
+    return (f"{pct_span([r - 1 for r in out], digits, sign=True)} ({count(len(out))}"
+            + (f"; {inside} more within noise)" if inside else ")"))
+
+
+def floor_note(floors: list) -> str:
+    """The A/A floors a sentence's `within noise` rests on, each once: `the A/A floor: two
+    `static` processes up to 1.535x apart`."""
+    seen = []
+    for f in floors:
+        if f is not None and f not in seen:
+            seen.append(f)
+    if not seen:
+        return "no A/A floor measured"
+    return "the floor between processes: " + listing(
+        [words for _, words, _ in seen])

@@ -1,0 +1,200 @@
+"""docs/VARIANTS.md's generated blocks (blocks.py): what `graphed` and `fused` show in their
+bundled captures and the ladder's bench, the Llama family's fused step and the peer comparison
+with gpt-fast, from the committed run directories and JSONs."""
+
+import json
+from pathlib import Path
+
+from ..study.text import (
+    BETWEEN_PROCESSES,
+    SAME_PROCESS,
+    between,
+    beyond,
+    floor_note,
+    fmt_ms,
+    listing,
+    pct,
+    pct_span,
+)
+
+PEER = "docs/llama-peer-20261201"
+PEER_METRICS = "docs/llama-peer-20261201/20261201T180227Z-graphed-metrics"
+LADDER = "docs/study-20261130T221926Z"
+RUNS = "tests/data/runs"
+
+
+def _capture(root: Path, name: str):
+    from ..study.captures import analysed
+
+    ((run, _, (a, *_), _),) = analysed([root / RUNS / name])
+    return a, run
+
+
+def _per_step(a, kind: str) -> float:
+    ops = a.ops[a.ops["step"] >= 0]
+    return float((ops["kind"] == kind).groupby(ops["step"]).sum()
+                 .reindex(range(len(a.steps)), fill_value=0).median())
+
+
+def graphed_shows(root: Path) -> str:
+    """`graphed`'s op records a step in its node-level capture, and its memset nodes."""
+    from ..readers.trace import MEMSET
+
+    a, _ = _capture(root, "graphed")
+    return (f"**Shows:** one graph launch per step: launch overhead gone (the GPU's busy share "
+            "in its captures: RESULTS.md); what is left idle is `queued` in the analysis: the "
+            f"graph's own latency between its {a.steps['op_records'].median():.0f} op records a "
+            f"step, {_per_step(a, MEMSET):.0f} of them the memset nodes that cuBLASLt's split-K "
+            f"GEMMs bring (`{RUNS}/graphed`, traced node by node; `fused` has none). The GPU test "
+            "replays it under `set_sync_debug_mode(\"error\")`.")
+
+
+def fused_shows(root: Path) -> str:
+    """`fused` against `graphed`: op records (their captures), ms/step (one bench process), busy
+    (every node-level capture of it), and two micro-batches (their own process and capture)."""
+    from ..study.aa import floor
+    from ..study.benches import benches, numbered
+    from ..study.overview import every_capture
+
+    f_a, _ = _capture(root, "fused")
+    g_a, _ = _capture(root, "graphed")
+    b2, _ = _capture(root, "fused-b2")
+    b = benches(root / LADDER)
+    fin = b["finish"]
+    fused, graphed = (fin.loc[v, "ms_per_step_median"] for v in ("fused", "graphed"))
+    t = every_capture(root)
+    nodes = t[(t["variant"] == "fused") & t["kind"].str.endswith("node by node")
+              & (t["branches"].fillna(1) == 1)]
+    two = numbered(b, "branches").get(2)
+    g = floor(root, "graph-replayed")
+    text = (f"**Shows:** {f_a.steps['op_records'].median():.0f} op records a step instead of "
+            f"{g_a.steps['op_records'].median():.0f} (their node-level captures); "
+            f"{fmt_ms(fused)} against {fmt_ms(graphed)} ms/step for `graphed` on the H200, "
+            f"untraced {SAME_PROCESS} (`bench-finish`, GPT-2 batch 32), the GPU busy "
+            f"{pct_span(nodes['busy'])} of its {len(nodes)} node-level captures (traced; "
+            "docs/RESULTS.md).")
+    if two is not None:
+        ms2 = two.loc["fused", "ms_per_step_median"]
+        text += (f" With `--branches 2` the GPU is busier still ({pct(b2.summary['gpu_util'])} "
+                 f"in its capture) and the step slower untraced ({fmt_ms(ms2)} ms/step in a "
+                 f"process of its own, {BETWEEN_PROCESSES}: "
+                 + between(ms2 / fused, g, pct(ms2 / fused - 1, sign=True))
+                 + "): each micro-batch reads all the weights again.")
+    return text + (f" ({floor_note([g])})" if "within noise" in text else "")
+
+
+def _peer(root: Path) -> dict:
+    return json.loads((root / PEER / "peer.json").read_text())
+
+
+def _kernels(root: Path) -> dict:
+    """(variant, batch) -> kernels.json's row (torch.profiler over a whole run)."""
+    doc = json.loads((root / PEER / "kernels.json").read_text())
+    return {(r["variant"], r["batch"]): r for r in doc["rows"]}
+
+
+def llama_fused(root: Path) -> str:
+    """The Llama family's fused step measured: its kernels a step and its time, beside
+    `graphed`'s, from the peer directory."""
+    rows = {(r["side"], r["batch"]): r for r in _peer(root)["rows"]}
+    k = _kernels(root)
+    batches = sorted({b for _, b in rows})
+    fused = listing([f"{rows[('fused', b)]['ms_per_token_median']:.3f} ms/token at batch {b}"
+                     for b in batches if ("fused", b) in rows])
+    graphed = listing([f"{rows[('graphed', b)]['ms_per_token_median']:.3f}" for b in batches
+                       if ("graphed", b) in rows])
+    kf = listing(sorted({f"{k[('fused', b)]['kernels_per_step']:.0f}" for b in batches
+                         if ("fused", b) in k}))
+    kg = listing([f"{k[('graphed', b)]['kernels_per_step']:.0f} at batch {b}" for b in batches
+                  if ("graphed", b) in k])
+    return (f"Measured on the H200 (`{PEER}`: bf16, the `stories110M` shape, 100 tokens, each "
+            "side in 3 processes, CUDA events around the decode; medians over the processes): "
+            f"{fused}, against `graphed`'s {graphed}; torch.profiler over a whole run counts "
+            f"{kf} kernels a step for `fused` and {kg} for `graphed` (`kernels.json`).")
+
+
+def peer_block(root: Path) -> str:
+    """The table of peer.json: each side's ms/token (median over processes, min–max) and the
+    speedup against gpt-fast, by batch."""
+    rows = {(r["side"], r["batch"]): r for r in _peer(root)["rows"]}
+    lines = ["| batch | gpt-fast ms/token | `fused` | `graphed` | `fused` vs gpt-fast | "
+             "`graphed` vs gpt-fast |", "| --- | --- | --- | --- | --- | --- |"]
+    def cell(side: str, b: int) -> str:
+        r = rows[(side, b)]
+        return f"{r['ms_per_token_median']:.3f} ({r['min']:.3f}-{r['max']:.3f})"
+
+    for b in sorted({b for _, b in rows}):
+        lines.append(f"| {b} | {cell('gpt-fast', b)} | {cell('fused', b)} | {cell('graphed', b)} | "
+                     f"{rows[('fused', b)]['speedup_vs_gpt_fast']:.2f}x | "
+                     f"{rows[('graphed', b)]['speedup_vs_gpt_fast']:.2f}x |")
+    from ..study.aa import floor
+
+    g = floor(root, "graph-replayed")
+    inside = [f"`{side}` at batch {b}" for (side, b), r in rows.items() if side != "gpt-fast"
+              and not beyond(r["speedup_vs_gpt_fast"], g)]
+    return "\n".join(lines) + "\n\n" + (
+        f"Each ratio is of two sides' processes ({BETWEEN_PROCESSES}): "
+        + (f"{listing(inside)} within noise" if inside else "every one beyond the noise")
+        + f" ({floor_note([g])}).")
+
+
+def _embedding_share(shape: dict, variant: str, batch: int, new_tokens: int) -> float:
+    """How much lower the floor is with the untied input embedding counted as the rows a step
+    reads (one a sequence) instead of whole."""
+    from ..measures.floor_bytes import step_bytes
+
+    total = step_bytes(shape, variant, batch, new_tokens, range(new_tokens))["total"]
+    row = shape["hidden"] * shape["dtype_bytes"]
+    return (shape["vocab"] - batch) * row / total
+
+
+def peer_notes(root: Path) -> str:
+    """The floor shares of peer.json, what counting the input embedding as read does to them,
+    the tokens against `kv`, and what bounds `graphed` (its GPU-metrics capture, kernels.json)."""
+    from ..study.captures import analysed
+
+    doc = _peer(root)
+    rows = {(r["side"], r["batch"]): r for r in doc["rows"]}
+    batches = sorted({b for _, b in rows})
+    ((run, _, (m, *_), _),) = analysed([root / PEER_METRICS])
+    shape = run.info["floor"]["shape"]
+    emb = shape["vocab"] * shape["hidden"] * shape["dtype_bytes"]
+    lower = [_embedding_share(shape, v, b, doc["config"]["new_tokens"])
+             for v in ("fused", "graphed") for b in batches]
+
+    def shares(side: str) -> str:
+        return listing([f"{rows[(side, b)]['floor_pct']:.1f}%" for b in batches])
+
+    gm = m.summary["gpu_metrics"]
+    copy = json.loads((root / PEER_METRICS / "untraced.json").read_text())["copy_bytes_per_s"]
+    k = _kernels(root)
+    g1 = k[("graphed", batches[0])]
+    return (
+        f"`fused` is {shares('fused')} of the bandwidth floor (harness/floor.py at the copy rate "
+        f"measured in each process; batch {listing([str(b) for b in batches])}), gpt-fast "
+        f"{shares('gpt-fast')}, `graphed` {shares('graphed')}. That floor counts the untied "
+        f"input embedding whole ({emb / 1e6:.1f} of the model's "
+        f"{shape['weight_bytes'] / 1e6:.1f} MB in bf16) though a step reads one row of it a "
+        "sequence (METRICS.md, Bandwidth floor): counted as read, the floor and each share of "
+        f"`fused` and `graphed` here would be {pct_span(lower, 0)} lower (the same model's "
+        "bytes, worked out for these batches). In bf16 our rungs' greedy tokens equal `kv`'s "
+        "(same process, same weights) in "
+        + listing(sorted({f"{rows[(v, b)]['tokens_equal_kv'] * 100:.0f}% of places for `{v}`"
+                          for v in ("graphed", "fused") for b in batches}))
+        + " (rounding differs where HF's modules and our kernels differ); at fp32 \"highest\" "
+        "both give `kv`'s tokens (tests/test_gpu_llama.py). **`graphed` misses gpt-fast** at "
+        f"every batch here. What bounds it, from a GPU-metrics capture of `graphed` at batch "
+        f"{run.info['config']['batch']} (`{PEER_METRICS}`, `profile.sh graphed --metrics`): "
+        f"GR active {gm['gr_active_pct']:.1f}% of the steps (the GPU is never without a "
+        f"kernel: no launch gaps, one graph a step) but SMs active {gm['sm_active_pct']:.1f}%, "
+        f"tensor {gm['tensor_active_pct']:.1f}%, DRAM read {gm['dram_read_gbps']:.0f} GB/s "
+        f"({pct(gm['dram_read_gbps'] * 1e9 / copy, 0)} of the copy rate its bench measured); "
+        f"torch.profiler over a whole run (`kernels.json`) counts "
+        f"{g1['kernels_per_step']:.0f} kernels a step at batch {g1['batch']}"
+        + "".join(f" and {k[('graphed', b)]['kernels_per_step']:.0f} at batch {b}"
+                  for b in batches[1:] if ("graphed", b) in k)
+        + f", {g1['ms_per_step_median'] * 1e3 / g1['kernels_per_step']:.1f} µs of the step "
+        "each on average there: most of them GEMVs and elementwise kernels too small to fill the "
+        "SMs. It is bound by the count and latency of small kernels; `fused` "
+        f"({k[('fused', batches[0])]['kernels_per_step']:.0f} kernels) and gpt-fast's inductor "
+        "(fused kernels) are not.")

@@ -1,0 +1,145 @@
+"""Study part `sizes`: the ladder at the sizes people decode (issue 33), side by side: the small
+Llama (125M), Llama-3.2-1B's shape and Llama-3-8B's, untraced and captured.
+
+The directory holds `bench-sizes-<size>-b<B>.json` (one `harness bench` process a size and batch,
+scripts/study.sh --parts sizes) and `capture/<UTC>-sizes-<size>-<rung>-b<B>/` run directories
+(scripts/profile.sh graph by graph, with their untraced twin). Per configuration: each rung's
+ms/token, tokens/s and floor share; the `.item()` a step costs (graphed-sync's ms/step minus
+graphed's, in one process); graphed-sync's bubble between steps traced and in its twin.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from ..readers.runs import trace_in
+from ..render.markdown import frame_md_table
+from ..study.benches import read_bench
+from ..study.captures import capture_rows
+from ..study.text import SAME_PROCESS, bullet, listing, pct
+
+BENCH = re.compile(r"bench-sizes-(?P<size>[0-9a-z]+)-b(?P<batch>\d+)$")
+CAPTURE = re.compile(r"Z-sizes-(?P<size>[0-9a-z]+)-(?P<rung>.+)-b(?P<batch>\d+)$")
+SIZES = ("small", "1b", "8b")
+RUNGS = ("naive", "kv", "static", "compiled", "pipelined", "hf-generate", "graphed-sync",
+         "graphed", "fused", "nocheck")
+
+
+def _order(size: str) -> int:
+    return SIZES.index(size) if size in SIZES else len(SIZES)
+
+
+def size_benches(study: Path) -> dict:
+    """(size, batch) -> (that bench's rows (read_bench), its model record), in size order."""
+    out = {}
+    for path in study.glob("bench-sizes-*-b*.json"):
+        m = BENCH.match(path.stem)
+        if m:
+            model = json.loads(path.read_text()).get("model") or {}
+            out[(m["size"], int(m["batch"]))] = (read_bench(path), model)
+    return dict(sorted(out.items(), key=lambda kv: (_order(kv[0][0]), kv[0][1])))
+
+
+def size_captures(study: Path) -> dict:
+    """(size, rung, batch) -> the newest capture's run directory."""
+    found = {}
+    for d in sorted((study / "capture").glob("*Z-sizes-*")):
+        m = CAPTURE.search(d.name)
+        if m and trace_in(d) is not None:
+            found[(m["size"], m["rung"], int(m["batch"]))] = d
+    return found
+
+
+def label(size: str, batch: int, model: dict) -> str:
+    params = model.get("parameters")
+    n = "?" if not params else (f"{params / 1e9:.2f}B" if params >= 1e9 else f"{params / 1e6:.0f}M")
+    return f"{size} ({n}) b{batch}"
+
+
+def ladder_table(benches: dict) -> pd.DataFrame:
+    """One row a rung, per configuration its ms/token, tokens/s and % of the bandwidth floor."""
+    names = [v for v in RUNGS if any(v in rows.index for rows, _ in benches.values())]
+    out = []
+    for v in names:
+        row = {"rung": v}
+        for (size, batch), (rows, model) in benches.items():
+            key = label(size, batch, model)
+            if v not in rows.index:
+                row |= {f"{key} ms/token": "–", f"{key} tok/s": "–", f"{key} % floor": "–"}
+                continue
+            r = rows.loc[v]
+            floor = r["floor"] if isinstance(r["floor"], dict) else {}
+            share = floor.get("floor_pct")
+            row |= {f"{key} ms/token": f"{r['ms_per_step_median']:.3f}",
+                    f"{key} tok/s": f"{r['tokens_per_s']:.0f}",
+                    f"{key} % floor": "–" if share is None else f"{share:.1f}"}
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def sync_rows(benches: dict, study: Path) -> pd.DataFrame:
+    """Per configuration: graphed-sync and graphed ms/step (one process), the `.item()` cost a
+    step, and graphed-sync's median bubble traced and in its capture's untraced twin."""
+    caps = {k: d for k, d in size_captures(study).items() if k[1] == "graphed-sync"}
+    analyses = capture_rows({f"{s}-b{b}": d for (s, _, b), d in caps.items()})[1] if caps else {}
+    out = []
+    for (size, batch), (rows, model) in benches.items():
+        if not {"graphed-sync", "graphed"} <= set(rows.index):
+            continue
+        s, g = (rows.loc[v, "ms_per_step_median"] for v in ("graphed-sync", "graphed"))
+        a = analyses.get(f"{size}-b{batch}", (None,))[0]
+        twin = (a.summary.get("untraced") or {}).get("bubble_ns_median") if a else None
+        out.append({"configuration": label(size, batch, model),
+                    "graphed-sync ms/step": f"{s:.3f}", "graphed ms/step": f"{g:.3f}",
+                    ".item() µs/step": f"{(s - g) * 1e3:.1f}", ".item() share": pct((s - g) / s),
+                    "bubble µs traced": "–" if a is None
+                    else f"{a.summary['bubble_ns_median'] / 1e3:.1f}",
+                    "bubble µs untraced": "–" if twin is None else f"{twin / 1e3:.1f}",
+                    "graph trace": "–" if a is None else a.summary.get("cuda_graph_trace", "–")})
+    return pd.DataFrame(out)
+
+
+def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
+    """The part's sentences, each from the tables above."""
+    out = []
+    best = []
+    for (size, batch), (rows, model) in benches.items():
+        v = rows["ms_per_step_median"].idxmin()
+        share = (rows.loc[v, "floor"] or {}).get("floor_pct")
+        best.append(f"`{v}` at {label(size, batch, model)} ({rows.loc[v, 'ms_per_step_median']:.3f}"
+                    f" ms/token" + ("" if share is None else f", {share:.1f}% of the floor") + ")")
+    if best:
+        out.append(bullet("The fastest rung:", f"untraced, {SAME_PROCESS} a configuration, "
+                          + listing(best) + "."))
+    if not sync.empty:
+        costs = [f"{r['.item() µs/step']} µs a step at {r['configuration']} ({r['.item() share']}"
+                 " of graphed-sync's step)" for _, r in sync.iterrows()]
+        text = "graphed-sync's ms/step minus graphed's: " + listing(costs)
+        traced = [f"{r['bubble µs traced']} µs traced against {r['bubble µs untraced']} in its "
+                  f"twin at {r['configuration']}" for _, r in sync.iterrows()
+                  if r["bubble µs traced"] != "–"]
+        if traced:
+            text += "; graphed-sync's median bubble between steps: " + listing(traced)
+        out.append(bullet("What the per-step `.item()` costs as the step grows:", text + "."))
+    return out
+
+
+def sizes_sections(study: Path, fig: Path | None = None) -> list:
+    """The part's Markdown (no figure of its own: `fig` is taken for the parts' one signature)."""
+    benches = size_benches(study)
+    if not benches:
+        return []
+    sync = sync_rows(benches, study)
+    parts = [f"## The ladder at the sizes people decode ({study.name})",
+             "Each configuration (size and batch) is one `harness bench` process, random "
+             "weights (the 1B and 8B shapes drawn on the GPU); the floor is harness/floor.py's, "
+             "at the copy rate each process measured.",
+             *sizes_findings(benches, sync),
+             "### Untraced (harness bench, one process a configuration)",
+             frame_md_table(ladder_table(benches))]
+    if not sync.empty:
+        parts += ["### The per-step sync (`graphed-sync` against `graphed`; captures graph by "
+                  "graph, untraced = the capture's twin)", frame_md_table(sync)]
+    return parts
