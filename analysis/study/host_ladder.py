@@ -37,8 +37,10 @@ HOST_TEXT = (
     "without CUDA graphs also fuses kernels: fewer launches). Each row below sets the bound, "
     "made from the eager capture alone, beside that rung's step measured in the same directory "
     "(same model, batch and session), traced (the capture's GPU period) and untraced (its twin, "
-    "else its bench). The bound is traced: its host rows carry the profiler's cost, and it "
-    "keeps the eager step's kernels, where the graphed rungs run kernels of their own.")
+    "else its bench); where the session has no capture of that rung, the same configuration's "
+    "from another session, said so. The bound is traced: its host rows carry the profiler's "
+    "cost, and it keeps the eager step's kernels, where the graphed rungs run kernels of their "
+    "own.")
 
 
 def rung(run) -> str:
@@ -102,22 +104,31 @@ def prediction_table(root: Path) -> pd.DataFrame:
             head = {"where": where, "model": key[0], "batch": key[1], "eager": eager_rung,
                     "eager step ms": round(a.summary["host"]["period_ns_median"] / 1e6, 3),
                     "GPU busy ms": round(bound["busy_ns"] / 1e6, 3), "bound": scenario}
-            targets = [(td, trun, ta) for td, trun, ta, tconfig in found
-                       if rung(trun) == target and _session(td, root) == where
-                       and (tconfig.get("model", "gpt2"), tconfig.get("batch")) == key]
-            for _, trun, ta in targets:
-                rows.append(head | _measured(bound, f"{target}{level(ta)}",
-                                             ta.summary["busy_ns_median"] / 1e6,
-                                             ta.summary["period_ns_median"] / 1e6,
-                                             _untraced_ms(trun, ta)))
+            same = [(td, trun, ta) for td, trun, ta, tconfig in found
+                    if rung(trun) == target and _config_key(tconfig) == _config_key(config)]
+            targets = [t for t in same if _session(t[0], root) == where]
             bench = benches.get(where, {}).get((key[0], key[1], target))
             if not targets and bench is not None:
                 rows.append(head | _measured(bound, f"{target} (bench)", None, None, bench))
+                continue
+            # No such rung in the session: the same configuration's from another one, said so.
+            other = "" if targets else " (another session)"
+            for _, trun, ta in targets or same:
+                rows.append(head | _measured(bound, f"{target}{level(ta)}{other}",
+                                             ta.summary["busy_ns_median"] / 1e6,
+                                             ta.summary["period_ns_median"] / 1e6,
+                                             _untraced_ms(trun, ta)))
     table = pd.DataFrame(rows)
     if table.empty:
         return table
     return table.sort_values(["bound", "where", "model", "batch", "predicts"],
                              kind="stable").reset_index(drop=True)
+
+
+def _config_key(config: dict) -> tuple:
+    """What makes two rungs' steps comparable across sessions: the model, batch, dtype, tokens
+    and window the harness ran."""
+    return tuple(config.get(k) for k in ("model", "batch", "dtype", "new_tokens", "window"))
 
 
 def _measured(bound: dict, predicts: str, busy_ms, traced_ms, untraced_ms) -> dict:
