@@ -85,7 +85,7 @@ def host_lines(s: dict) -> list:
                        f"({u['runs']} runs); the profiler's share of the host time "
                        f"{pct(u['profiler_share'])}", indent)
     for i, b in enumerate(h.get("bounds", [])[:BOUNDS_SHOWN]):
-        label = f"{'  if gone':<{LABEL_WIDTH}}" if i == 0 else indent
+        label = f"{'  if':<{LABEL_WIDTH}}" if i == 0 else indent
         lines += _wrap(label + bound_text(b, first=i == 0), indent)
     return lines
 
@@ -94,8 +94,8 @@ def bound_text(b: dict, first: bool = True) -> str:
     """One scenario of what removing a row buys, in words: its bounds a step, the speed-up they
     give, and (first) the measured step and GPU busy they are set against."""
     name = b["scenario"]
-    if name.endswith(" gone"):
-        name = short_row(name.removesuffix(" gone"))
+    if name.endswith(" gone") and not name.startswith("other"):
+        name = short_row(name.removesuffix(" gone")) + " gone"
     speed = ("" if b["speedup_min"] is None else
              f", {b['speedup_min']:.2f}-{b['speedup_max']:.2f}x")
     now = (f" (now {ms_from_ns(b['host_period_ns'])}, GPU busy {ms_from_ns(b['busy_ns'])})"
