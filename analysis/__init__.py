@@ -3,16 +3,20 @@ torch.profiler trace (no torch needed). Installed with pip, the package is `gaps
 
 The library face (analysis/api.py, docs/ANALYSIS.md "In a notebook"):
 
-    open(path, steps=None, check=None, device=None) -> [Analysis]   one a device
+    load(path, steps=None, check=None, device=None) -> Analysis      the capture's one device
+    open_devices(path, ...) -> [Analysis]          one a device that ran steps
     compare([Analysis or path, ...], labels=None) -> Comparison      .table .to_text() ...
     Database(path)                                 the results database: add, runs, analyses
-    analyze_trace                                  open, by its older name
+    Analysis                                       .summary .steps .gaps ...; .kernels()
+                                                   .step(n) .plot() .to_perfetto() .to_text()
+    open, analyze_trace                            open_devices, by its older names
     TraceError                                     bad input, with a one-line message
 """
 
 from .errors import TraceError
 
-__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "open"]
+__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "load",
+           "open", "open_devices"]
 
 
 def __getattr__(name: str):

@@ -2,14 +2,16 @@
 
     import analysis                                  # gapscope.analysis, installed
 
-    (a,) = analysis.open("tests/data/runs/static")   # one Analysis a device
+    a = analysis.load("tests/data/runs/static")      # one Analysis (one device)
     a.summary["bubble_ns_median"], a.steps, a.gaps   # numbers and DataFrames, times in ns
     a.host, a.summary["host"]["rows"]                # the host table: the code a step's host
                                                      # time went to (METRICS.md, "Host time")
-    c = analysis.compare([analysis.open(p)[0] for p in paths])   # a Comparison
+    a.kernels(), a.step(40), a.plot("a.png"), a.to_perfetto("a.json"), print(a.to_text())
+    analysis.open_devices(path)                      # [Analysis], one a device that ran steps
+    c = analysis.compare([analysis.load(p) for p in paths])   # a Comparison
     print(c.to_text()); c.table; c.between_runs; c.hardware; c.order_flips
     with analysis.Database("runs.db") as db:         # the results database
-        db.add(analysis.open(path)); db.runs(); db.analyses("config_batch = 16")
+        db.add(analysis.open_devices(path)); db.runs(); db.analyses("config_batch = 16")
 
 The console script (analysis/cli/) calls these and adds only options and printing.
 """
@@ -17,8 +19,10 @@ The console script (analysis/cli/) calls these and adds only options and printin
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
+
 from .errors import TraceError
-from .measures.analysis import Analysis
+from .measures import analysis as measured
 from .measures.floor import floor_summary
 from .measures.host_untraced import with_host_untraced
 from .measures.infer_loop import is_loop
@@ -32,9 +36,135 @@ from .readers.runs import Run, resolve_run, unique_labels
 from .readers.untraced import read_untraced_steps
 from .render.comparison import Comparison, comparison
 from .render.report import plain
-from .store.database import Database
+from .store import database as stored
 
-__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "open"]
+__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "load",
+           "open", "open_devices"]
+
+
+class Analysis(measured.Analysis):
+    """One device's analysis of one capture, with the verbs a notebook reaches for. Made by
+    `load` and `open_devices` (a capture), `Database.analyses` (kind "stored"); `kind` says which
+    parts it has: "trace" all, "metrics" (GPU metrics without a CUDA trace) summary and steps,
+    "stored" summary and steps; a part a kind lacks is None.
+
+    summary  dict: the numbers `gapscope analyze --format json` prints (METRICS.md, "Summary")
+    device   int: the CUDA device;   run: path, label, run.json;   trace: the in-memory trace
+
+    Tables (DataFrames, times in ns; METRICS.md defines every column):
+
+    steps    step, name, cpu_start, cpu_end, cpu_ns, thread, ops, op_records, gpu_start,
+             gpu_end, busy_ns, span_ns, intra_idle_ns, bubble_ns, overlap_ns, period_ns,
+             idle_wait_ns, idle_host_ns, idle_launch_ns, idle_cause_sync_ns,
+             idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
+    gaps     step, start_ns, end_ns, gap_ns, next_stream, next_corr, launch_start_ns, tid,
+             wait_ns, launch_ns, host_ns, cause, next_op
+    streams  stream, ops, busy_ns
+    syncs    tid, thread, call, file, line, function, calls, calls_per_step, blocked_ns,
+             blocked_ns_median, gpu_idle_after_ns, gpu_idle_in_call_ns
+    pairs    stream_a, stream_b, concurrent_ns
+    checks   start_ns, end_ns, busy_ns, cover
+    ops      start, end, device, stream, corr, name_id, kind, call_start, call_end, tid, step
+    host     step_row, step, thread, name, kind, calls, python_ns, cuda_ns, sync_ns, ns,
+             forward_ns
+    host_steps  step_row, step, thread, tid, host_start, host_end, paused, host_period_ns,
+             python_ns, cuda_ns, sync_ns, forward_ns, forward_python_ns, named_ns, busy_ns
+
+    host is the host table (METRICS.md, "Host time"): one row a step and the named code that
+    spent its host time, host_steps one row a step. With an untraced twin, steps also has
+    untraced_* columns; with GPU metrics, the per-step metrics (sm_active_pct, dram_read_pct
+    ...). ops' kind and name_id are codes: named_ops() and kernels() give the names as text;
+    step is the step number (-1: no step's).
+    """
+
+    def _needs(self, part: str, what: str):
+        value = getattr(self, part)
+        if value is None:
+            raise TraceError(f"{what}: this Analysis (kind {self.kind!r}) has no {part}; "
+                             f"analysis.load its capture ({self._where()})")
+        return value
+
+    def _where(self) -> str:
+        return str(self.run.trace_path) if self.run is not None else "its trace"
+
+    def named_ops(self) -> pd.DataFrame:
+        """ops with `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`) and `kind` as
+        words (kernel, memcpy, memset, graph)."""
+        from .measures.one_step import named
+
+        return named(self._needs("ops", "named_ops"), self._needs("trace", "named_ops").strings)
+
+    def kernels(self) -> pd.DataFrame:
+        """The steps' GPU ops by name, the longest in all first: name, ops, time_ns,
+        ops_per_step, time_ns_per_step, share (of the steps' ops' GPU time)."""
+        from .measures.kernels import name_table
+
+        self._needs("ops", "kernels")
+        ops = self.named_ops()
+        ops = ops[ops["step"].to_numpy() >= 0]
+        return name_table(ops, ops["name"], len(self.steps))
+
+    def step(self, number: int, thread: str | None = None):
+        """One step: `.row` (its row of steps), `.ops` (named), `.gaps` (those in its period);
+        its repr says it in a line. `thread`: where several threads number their steps alike."""
+        from .measures.one_step import one_step
+
+        trace = self._needs("trace", "step")
+        return one_step(self.steps, self._needs("ops", "step"), self._needs("gaps", "step"),
+                        trace.strings, trace.thread_names, number, thread)
+
+    def to_text(self) -> str:
+        """What `gapscope analyze` prints of this device."""
+        from .render.report import to_text
+
+        return to_text(self.label or "run", [self], self.source)
+
+    def to_markdown(self) -> str:
+        """What `gapscope analyze --format md` prints of this device."""
+        from .render.report import to_markdown
+
+        return to_markdown(self.label or "run", [self])
+
+    def plot(self, path=None):
+        """The figure `gapscope analyze --plot` draws (a timeline of three steps, a zoom on one
+        step boundary, per-step bars, where the idle time is by gap length, the traced steps
+        beside the untraced twin): a matplotlib Figure, also saved as a PNG where `path` is
+        given."""
+        from .render.plots import DPI, analysis_figure
+
+        if self.kind == measured.STORED:
+            raise TraceError(f"plot: a stored Analysis keeps its summary and steps only; "
+                             f"analysis.load its capture ({self._where()})")
+        untraced = self.run.untraced_ms_per_step() if self.run is not None else None
+        fig = analysis_figure(self, self.label or "run", untraced)
+        if path is not None:
+            fig.savefig(path, dpi=DPI)
+        return fig
+
+    def to_perfetto(self, path) -> Path:
+        """The analysed timeline (ops by stream, steps, every gap by cause, blocking calls) as
+        a Chrome trace at `path`, for ui.perfetto.dev or chrome://tracing; the path."""
+        from .render.perfetto import write_chrome_trace
+
+        trace = self._needs("trace", "to_perfetto")
+        self._needs("gaps", "to_perfetto")
+        write_chrome_trace(path, [(self.label or "run", [self], trace.strings, trace.blocking)])
+        return Path(path)
+
+
+def face(a: measured.Analysis) -> Analysis:
+    """The Analysis with its verbs, of any the library made."""
+    if isinstance(a, Analysis):
+        return a
+    return Analysis(**{f.name: getattr(a, f.name) for f in dataclasses.fields(a)})
+
+
+class Database(stored.Database):
+    __doc__ = stored.Database.__doc__
+
+    def analyses(self, where: str | None = None) -> list:
+        """The stored runs as Analyses of kind "stored" (summary and steps), for compare."""
+        return [face(a) for a in super().analyses(where)]
 
 
 def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,
@@ -97,11 +227,12 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
     return run, trace, analyses
 
 
-def open(path: str | Path, steps: str | None = None, check: str | None = None,
-         device: int | None = None, *, metrics_only: bool = True) -> list[Analysis]:
-    """Analyse one capture: an nsys SQLite export (.sqlite, .sqlite.gz), a torch.profiler trace
-    (.json, .json.gz) or a run directory (capture.sqlite + run.json): one Analysis a device,
-    each with its `run` and `trace`, its summary in plain Python values (JSON-ready).
+def open_devices(path: str | Path, steps: str | None = None, check: str | None = None,
+                 device: int | None = None, *, metrics_only: bool = True) -> list[Analysis]:
+    """Analyse one capture: an nsys SQLite export (.sqlite, .sqlite.gz, .sqlite.xz), a
+    torch.profiler trace (.json, .json.gz) or a run directory (capture.sqlite + run.json): a
+    list of Analyses, one a device that ran steps (one, mostly: `load` gives it alone), each
+    with its `run` and `trace`, its summary in plain Python values (JSON-ready).
 
     steps, check: the regexes of `--steps` and `--check` (default: run.json's, else
     `^Step (\\d+)$` and `^Check Stop Condition$`; steps inferred from the trace where no range
@@ -111,22 +242,41 @@ def open(path: str | Path, steps: str | None = None, check: str | None = None,
     analysis.errors.TraceError, with a one-line message naming the path, on bad input.
     """
     run, trace, analyses = load_and_analyse(path, steps, check, device, metrics_only)
-    return [dataclasses.replace(a, summary=plain(a.summary), run=run, trace=trace)
+    return [face(dataclasses.replace(a, summary=plain(a.summary), run=run, trace=trace))
             for a in analyses]
+
+
+def load(path: str | Path, steps: str | None = None, check: str | None = None,
+         device: int | None = None) -> Analysis:
+    """The one Analysis of a capture (`open_devices`'s arguments): of its device, or of
+    `device` where the steps ran on several (TraceError naming them where none is given)."""
+    analyses = open_devices(path, steps, check, device)
+    if len(analyses) > 1:
+        devices = [a.device for a in analyses]
+        raise TraceError(f"{path}: the steps ran on devices {devices}: load(path, device=N) "
+                         "for one, open_devices(path) for each")
+    return analyses[0]
+
+
+def open(path: str | Path, steps: str | None = None, check: str | None = None,
+         device: int | None = None, *, metrics_only: bool = True) -> list[Analysis]:
+    """`open_devices`, by its older name: a list, one Analysis a device."""
+    return open_devices(path, steps, check, device, metrics_only=metrics_only)
 
 
 def analyze_trace(path: str | Path, steps: str | None = None, check: str | None = None,
                   device: int | None = None) -> list[Analysis]:
-    """`open`, by its older name (README and notebooks use it)."""
-    return open(path, steps, check, device)
+    """`open_devices`, by its oldest name."""
+    return open_devices(path, steps, check, device)
 
 
 def compare(runs: list, labels: list | None = None, spread: bool = True) -> Comparison:
     """Runs side by side, the first the baseline: `runs` are Analyses (one a run, as
-    `open(path)[0]`) or paths (each opened, its first device). labels: default each run's
+    `load(path)`) or paths (each opened, its first device). labels: default each run's
     own, told apart where two share one. `spread`: also the spread between runs of one
     configuration. Columns: render/comparison.py's Comparison."""
-    analyses = [r if isinstance(r, Analysis) else open(r)[0] for r in runs]
+    analyses = [face(r) if isinstance(r, measured.Analysis) else open_devices(r)[0]
+                for r in runs]
     if not analyses:
         raise TraceError("compare: no runs to compare")
     if labels is None:

@@ -10,32 +10,76 @@ from pathlib import Path
 from . import api
 from .errors import TraceError
 from .measures.summary import Options
-from .readers.runs import KINETO_NAMES, TRACE_NAME, TRACE_NAMES, is_run_dir
+from .readers.runs import KINETO_NAMES, TRACE_NAME, TRACE_NAMES, is_run_dir, trace_stem
 
 # From this many runs on, progress is shown even when they were named one by one.
 PROGRESS_FROM = 8
 
 
+# Exports that lie loose in a sweep directory, beside its run directories: each is a run.
+LOOSE_EXPORTS = ("*.sqlite", "*.sqlite.gz", "*.sqlite.xz")
+
+
+def _named_capture(directory: Path) -> bool:
+    """It holds a capture by the name a run directory gives it (capture.sqlite ...)."""
+    return any((directory / n).is_file()
+               for n in (*TRACE_NAMES, *KINETO_NAMES, "capture.nsys-rep"))
+
+
+def loose_exports(directory: Path) -> list:
+    return sorted({p for pattern in LOOSE_EXPORTS for p in directory.glob(pattern)
+                   if p.is_file()})
+
+
 def is_sweep(path: Path) -> bool:
-    """A directory that is no run directory itself (runs.is_run_dir) but holds some under it."""
-    return path.is_dir() and not is_run_dir(path)
+    """A directory that is no run directory itself (runs.is_run_dir: a capture by its run
+    directory's name, or one export and nothing under it) but holds runs: run directories under
+    it, or exports of its own, several or beside run directories."""
+    if not path.is_dir() or _named_capture(path):
+        return False
+    return not is_run_dir(path) or len(loose_exports(path)) > 1 or bool(run_dirs(path))
+
+
+def runs_under(root: Path) -> list:
+    """The runs of a sweep, sorted by path: the run directories under it (run_dirs) and the
+    exports lying loose in it or in a directory under it that is no run directory (one export
+    beside a run.json is that directory's run)."""
+    found = []
+    for here, subdirs, _ in os.walk(root, followlinks=True):
+        here = Path(here)
+        if _named_capture(here):
+            found.append(here)
+            subdirs.clear()
+            continue
+        loose = loose_exports(here)
+        if here != root and len(loose) == 1 and (here / "run.json").is_file():
+            found.append(here)
+            subdirs.clear()
+            continue
+        found += loose
+        subdirs.sort()
+    return sorted(found)
 
 
 def expand(args) -> tuple:
     """(the runs the arguments name, {run: its path under the sweep} for the swept ones): each
-    sweep directory becomes the run directories under it (any depth, sorted by path)."""
+    sweep directory becomes the runs under it (any depth, sorted by path: runs_under), an
+    export's path without its suffix (`b8/graphed`)."""
     out, swept = [], {}
     for arg in args:
         path = Path(arg)
         if not is_sweep(path):
             out.append(str(arg))
             continue
-        found = run_dirs(path)
+        found = runs_under(path)
         if not found:
-            raise TraceError(f"{path}: no run directory ({TRACE_NAME}) under it; pass run "
-                             "directories, .sqlite exports, or a directory of run directories")
+            raise TraceError(f"{path}: no run directory ({TRACE_NAME}) or export (.sqlite) "
+                             "under it; pass run directories, .sqlite exports, or a directory "
+                             "of them")
         out += [str(p) for p in found]
-        swept |= {str(p): p.relative_to(path).as_posix() for p in found}
+        swept |= {str(p): (p.relative_to(path).as_posix() if p.is_dir()
+                           else (p.parent.relative_to(path) / trace_stem(p)).as_posix())
+                  for p in found}
     return out, swept
 
 

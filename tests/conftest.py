@@ -1,6 +1,7 @@
 """Shared fixtures. GPU tests (`@pytest.mark.gpu`) are skipped, with a reason, without CUDA."""
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,37 @@ def compile_without_codegen(monkeypatch):
 
     monkeypatch.setattr(torch, "compile", compile)
 
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_setupnodes(config, specs):
+    """pytest-xdist, writing to a pipe, says "bringing up nodes..." as it starts its workers and
+    again, with nothing new at -q, once they have collected: once is enough."""
+    reporter = config.pluginmanager.get_plugin("terminaldistreporter")
+    if reporter is None or getattr(reporter, "said_once", False):
+        return
+    show = reporter.ensure_show_status
+
+    def once():
+        if not reporter.said_once:
+            reporter.said_once = True
+            show()
+
+    reporter.said_once = False
+    reporter.ensure_show_status = once
+
+
+def skip_reason(report) -> str:
+    """A skipped test's reason, as pytest's `-rs` prints it (without "Skipped: ")."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Why tests were skipped, one line a reason with how many (pytest's -rs prints a line a
+    test: a hundred GPU tests would bury the rest)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    reasons = Counter(skip_reason(r) for r in skipped)
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"skipped {count}: {reason}")

@@ -1,7 +1,9 @@
 """The command line: formats, compare, report, and one-line errors with exit 2 on bad input."""
 
+import gzip
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import sqlite3
@@ -134,7 +136,21 @@ def _bad_files(tmp: Path) -> dict:
     files["empty"] = tmp / "empty.sqlite"
     files["empty"].write_bytes(b"")
     files["random"] = tmp / "random.sqlite"
-    files["random"].write_bytes(os.urandom(4096))
+    files["random"].write_bytes(b"\x00" + os.urandom(4096))
+    files["empty-json"] = tmp / "trace.json"
+    files["empty-json"].write_bytes(b"")
+    files["json-list"] = tmp / "list.json"
+    files["json-list"].write_text("[1, 2, 3]\n")
+    files["gzipped-list"] = tmp / "list.json.gz"
+    files["gzipped-list"].write_bytes(gzip.compress(b"[1, 2, 3]\n"))
+    files["gzipped-text"] = tmp / "notes.txt.gz"
+    files["gzipped-text"].write_bytes(gzip.compress(b"step 1 took 8 ms\n"))
+    files["xz-text"] = tmp / "notes.sqlite.xz"
+    files["xz-text"].write_bytes(lzma.compress(b"step 1 took 8 ms\n"))
+    files["xz-empty"] = tmp / "cut.sqlite.xz"
+    files["xz-empty"].write_bytes(lzma.compress(b""))
+    files["nsys-rep"] = tmp / "capture.nsys-rep"
+    files["nsys-rep"].write_bytes(b"NVIDIA Tegra Profiler Report 363" + bytes(64))
     files["garbled"] = tmp / "garbled.sqlite"
     files["garbled"].write_bytes(b"SQLite format 3\x00" + os.urandom(4096))
     files["other-program"] = tmp / "other.sqlite"
@@ -153,10 +169,29 @@ def _bad_files(tmp: Path) -> dict:
     return files
 
 
+NEITHER = ("neither an nsys SQLite export nor a torch.profiler trace (JSON); export the "
+           ".nsys-rep with `nsys export --type sqlite`, or a torch.profiler trace with "
+           "prof.export_chrome_trace(PATH)")
+A_LIST = ("a JSON list, not a torch.profiler trace (a JSON object with a traceEvents list); "
+          "export the .nsys-rep with `nsys export --type sqlite`, or a torch.profiler trace "
+          "with prof.export_chrome_trace(PATH)")
+# Each message whole: what the file is, by its content, and what to pass instead.
 BAD_MESSAGES = {
-    "not-sqlite": "not a SQLite file; export the .nsys-rep with `nsys export --type sqlite`",
-    "empty": "empty file; export a capture with `nsys export --type sqlite`",
-    "random": "not a SQLite file",
+    "not-sqlite": NEITHER,
+    "empty": "empty file (a capture cut short?); export the .nsys-rep again with `nsys export "
+             "--type sqlite`",
+    "empty-json": "empty file (a capture cut short?); export the trace again with "
+                  "prof.export_chrome_trace(PATH)",
+    "random": NEITHER,
+    "json-list": A_LIST,
+    "gzipped-list": "a gzip file holding " + A_LIST,
+    "gzipped-text": "a gzip file holding " + NEITHER,
+    "xz-text": "an xz file holding " + NEITHER,
+    "xz-empty": "an xz file holding nothing (a capture cut short?); export the .nsys-rep again "
+                "with `nsys export --type sqlite`",
+    "nsys-rep": "an Nsight Systems report (.nsys-rep), which gapscope reads through its SQLite "
+                "export: `nsys export --type sqlite -o {dir}/capture.sqlite "
+                "{dir}/capture.nsys-rep` (`gapscope profile` exports its own)",
     "garbled": "unreadable SQLite",
     "other-program": "not an Nsight Systems export (no StringIds table)",
     "truncated": "the file is damaged or truncated; export it again",
@@ -208,7 +243,7 @@ def test_bad_file_gives_one_line_and_exit_2(bad_files, kind):
     assert isinstance(result.exception, SystemExit)
     line = result.output.strip()
     assert "\n" not in line and line.startswith(f"gapscope: error: {path}: ")
-    assert BAD_MESSAGES[kind] in line
+    assert BAD_MESSAGES[kind].format(dir=path.parent) in line
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in path.parent.iterdir()) == sorted(
         p.name for p in bad_files.values() if p.parent == path.parent)

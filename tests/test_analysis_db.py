@@ -125,7 +125,7 @@ def test_a_directory_of_runs_is_one_row_a_run_in_100_columns(tmp_path):
 def test_an_empty_directory_is_one_line(tmp_path):
     result = run("compare", tmp_path)
     assert result.exit_code == 2
-    assert "no run directory (capture.sqlite) under it" in result.output
+    assert "no run directory (capture.sqlite) or export (.sqlite) under it" in result.output
 
 
 def test_csv_prints_the_table_asked_for(tmp_path):

@@ -1,9 +1,11 @@
 """The library face (analysis.open, compare, Database, one Analysis type): docs/ANALYSIS.md's
 notebook block run as it is, its numbers checked; and the module table against the files."""
 
+import json
 import re
 from pathlib import Path
 
+import golden
 import pytest
 
 import analysis
@@ -32,6 +34,26 @@ def test_the_notebook_example_runs_and_gives_the_traces_numbers(monkeypatch):
     assert seen["by_cause"].to_dict() == {"sync": 3578243, "host": 147906023, "queued": 5296569}
     assert seen["longest"]["gap_ns"].iloc[0] == a.gaps["gap_ns"].max()
     assert len(seen["syncs"]) == 1
+    # The kernels by name: cuBLAS's GEMM first (49 a step), the five taking 90% of the GPU time.
+    top = seen["top"]
+    assert top["name"].tolist() == ["Kernel2", "vectorized_elementwise_kernel",
+                                    "fmha_cutlassF_f32_aligned_64x64_rf_sm80",
+                                    "vectorized_layer_norm_kernel", "index_elementwise_kernel"]
+    assert top["ops_per_step"].tolist() == [49.0, 185.0, 12.0, 25.0, 24.0]
+    assert round(top["share"].sum(), 3) == 0.901
+    # One step: its row, its 392 ops and the gaps that fill its idle time exactly.
+    one, row = seen["one"], a.steps.set_index("step").loc[40]
+    assert (one.row["period_ns"], len(one.ops)) == (row["period_ns"], row["op_records"]) \
+        == (8552828, 392)
+    assert one.gaps["gap_ns"].sum() == row[["idle_wait_ns", "idle_host_ns",
+                                            "idle_launch_ns"]].sum()
+    assert repr(one) == ("Step 40 (thread python3): GPU period 8.553 ms, busy 1.192 ms, bubble "
+                         "177.9 µs; 392 op records; 392 gaps: sync 0.178, host 6.925, queued "
+                         "0.257 ms")
+    assert len(seen["per_step"]) == len(a.ops) == 7840
+    assert golden.png_size(seen["out"] / "static.png")[0] == 1430  # the figure, 13 in at 110 dpi
+    events = json.loads((seen["out"] / "static.json").read_text())["traceEvents"]
+    assert sum(e.get("cat") == "gap" for e in events) == len(a.gaps)
     assert seen["periods_ms"].to_dict() == {"static": 8.191, "graphed": 1.434}
     assert seen["text"].splitlines()[0].split() == ["static", "graphed"]
     assert seen["stored"].to_dict("list") == {"label": ["static", "graphed"], "steps": [20, 20],
@@ -44,7 +66,7 @@ def test_the_notebook_example_runs_and_gives_the_traces_numbers(monkeypatch):
 
 def test_the_face_is_in_dir_and_all():
     names = {"Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare",
-             "open"}
+             "load", "open", "open_devices"}
     assert set(analysis.__all__) == names and names <= set(dir(analysis))
     assert analysis.analyze_trace.__doc__ and analysis.open.__doc__
 
@@ -87,3 +109,25 @@ def test_the_module_table_names_every_module_and_only_modules_that_exist():
                                                                       "cli/__init__.py"}
     assert named - on_disk == set()
     assert on_disk - packages - named == set()
+
+
+def documented_columns() -> dict:
+    """help(analysis.Analysis)'s tables: {table: [its columns]} as the docstring lists them."""
+    doc = analysis.Analysis.__doc__
+    section = doc.split("Tables (", 1)[1].split("\n\n", 2)[1]
+    tables, name = {}, None
+    for line in section.splitlines():
+        head, _, rest = line.strip().partition(" ")
+        if line.startswith("    ") and not line.startswith("     "):
+            name, line = head, rest
+        tables.setdefault(name, []).extend(c.strip() for c in line.split(",") if c.strip())
+    return tables
+
+
+def test_help_analysis_documents_the_columns_each_table_has():
+    a = analysis.load(ROOT / "tests" / "data" / "h200-eager-static-bs16.sqlite")
+    documented = documented_columns()
+    assert set(documented) == {"steps", "gaps", "streams", "syncs", "pairs", "checks", "ops",
+                               "host", "host_steps"}
+    for table, columns in documented.items():
+        assert columns == list(getattr(a, table).columns), table

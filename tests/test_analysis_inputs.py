@@ -147,7 +147,8 @@ def test_a_loose_or_groupless_steps_pattern_gets_a_note():
     notes = result.stderr.splitlines()
     assert notes == [
         "gapscope: note: h200-eager-static-bs16: the steps pattern 'e' has no group, so the "
-        "steps are numbered 0 to 39 in the order they start; a group such as '^Step (\\d+)$' "
+        # 60 ranges numbered 0 to 59; the 40 the table keeps (those that launched ops) say so.
+        "steps are numbered 1 to 59 in the order they start; a group such as '^Step (\\d+)$' "
         "takes the numbers in their names",
         "gapscope: note: h200-eager-static-bs16: the steps pattern 'e' took 40 ranges of 2 kinds "
         "of name as steps ('Model Forward' ×20, 'Check Stop Condition' ×20); anchor it to the "

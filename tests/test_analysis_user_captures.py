@@ -3,9 +3,6 @@ tests/data/README.md): their steps inferred from the trace, beside the steps nsy
 function tracing marked (the model's forward, the loop's decode function) in the same capture,
 and a program of two decoding threads."""
 
-import lzma
-import shutil
-
 import pytest
 from conftest import DATA_DIR
 
@@ -18,16 +15,10 @@ FORWARD = r"GPT2LMHeadModel\.forward$"
 
 
 @pytest.fixture(scope="module")
-def user(tmp_path_factory):
-    """name -> the capture's trace (each decompressed once, into a scratch directory)."""
-    out = tmp_path_factory.mktemp("user")
-    traces = {}
-    for packed in sorted(USER.glob("*.sqlite.xz")):
-        path = out / packed.name.removesuffix(".xz")
-        with lzma.open(packed) as src, open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        traces[path.stem] = load_trace(path)
-    return traces
+def user():
+    """name -> the capture's trace, read from its .sqlite.xz as it is stored."""
+    return {packed.name.removesuffix(".sqlite.xz"): load_trace(packed)
+            for packed in sorted(USER.glob("*.sqlite.xz"))}
 
 
 # name: (function-trace pattern, steps it marks, inferred steps, how, inferred median period,

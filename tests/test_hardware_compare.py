@@ -95,7 +95,8 @@ def test_the_hardware_plot(tmp_path, data_dir):
     png = tmp_path / "hw.png"
     out = CliRunner().invoke(main, ["compare", str(a), str(b), "--hardware-plot", str(png)])
     assert out.exit_code == 0, out.output
-    assert golden.png_size(png) == (1210, 286)  # 11 x (0.5 x 2 runs + 1.6) in at 110 dpi
+    # 11 x (0.5 x 2 runs + 1.9) in at 110 dpi: two panels, the legends above them.
+    assert golden.png_size(png) == (1210, 319)
     traced = data_dir / "h200-eager-static-bs16.sqlite"
     none = CliRunner().invoke(main, ["compare", str(traced), "--hardware-plot", str(png)])
     assert none.exit_code == 2 and "none of these runs sampled GPU metrics" in none.output
@@ -104,7 +105,7 @@ def test_the_hardware_plot(tmp_path, data_dir):
 def test_the_hardware_figure_draws_each_run_a_row_of_bars():
     import pandas as pd
 
-    from analysis.render.plots import hardware_figure
+    from analysis.render.plots_runs import hardware_figure
 
     table = pd.DataFrame({
         "config_label": [None, "b-config"], "label": ["a", "b"],
@@ -112,8 +113,27 @@ def test_the_hardware_figure_draws_each_run_a_row_of_bars():
         "sm_active_pct": [50.0, 60.0], "dram_read_pct": [20.0, 30.0], "floor_pct": [50.0, None]})
     left, right = hardware_figure(table).axes
     widths = [[bar.get_width() for bar in bars] for bars in left.containers + right.containers]
-    # untraced step, floor | SMs active, DRAM read, % of floor; a value not known is no bar.
-    assert widths == [[2.0, 0], [1.0, 0.5], [50, 60], [20, 30], [50, 0]]
+    # untraced step, floor | SMs active, DRAM read, % of floor; a value not known is no bar,
+    # but an "n/a" (b's untraced step, b's % of the floor).
+    assert widths == [[2.0], [1.0, 0.5], [50, 60], [20, 30], [50]]
+    assert [t.get_text() for t in left.texts + right.texts] == [" n/a", " n/a"]
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["untraced step",
+                                                                     "bandwidth floor"]
     # A run's config label where it has one, its label otherwise; the first run on top.
     assert [t.get_text() for t in left.get_yticklabels()] == ["a", "b-config"]
     assert left.yaxis_inverted()
+
+
+def test_a_hardware_figure_without_step_times_is_one_panel_with_only_what_it_draws():
+    import pandas as pd
+
+    from analysis.render.plots_runs import hardware_figure
+
+    # One metrics run, as `compare RUN --hardware-plot` of a capture of metrics alone gives.
+    table = pd.DataFrame({"config_label": ["fused b32 fp32"], "label": ["fused"],
+                          "untraced_ms_per_step": [None], "floor_ms_per_step": [None],
+                          "sm_active_pct": [55.0], "dram_read_pct": [18.0], "floor_pct": [None]})
+    (ax,) = hardware_figure(table).axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["SMs active", "DRAM read"]
+    assert [[b.get_width() for b in bars] for bars in ax.containers] == [[55.0], [18.0]]
+    assert ax.get_xlabel() == "% of peak"

@@ -108,7 +108,7 @@ def test_study_part_observer_rewrites_only_its_part(sweep_dir, tmp_path):
 
 
 def test_the_bubble_figure_draws_each_bubble_beside_its_twin_in_us(sweep_dir):
-    from analysis.render.plots import bubbles_figure
+    from analysis.render.plots_runs import bubbles_figure
 
     (ax,) = bubbles_figure(observer.sweep(sweep_dir), 8).axes
     heights = [[bar.get_height() for bar in bars] for bars in ax.containers]

@@ -776,7 +776,8 @@ def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
     # No untraced run: no floor, no untraced figure.
     assert golden.row("\n".join(rows), "20261201T000000Z-fused-b32") == [
         10, None, None, None, None, 55.4, 17.9, 860, 96, 7.2]
-    assert golden.png_size(tmp_path / "hv" / "hardware-view.png") == (1210, 231)  # one run
+    # One run, one panel (no untraced step or floor to draw): 6.5 x (0.5 + 1.9) in at 110 dpi.
+    assert golden.png_size(tmp_path / "hv" / "hardware-view.png") == (715, 264)
     with tarfile.open(tmp_path / "hv" / "hardware-view.tgz") as packed:
         assert sorted(packed.getnames()) == [
             ".", "./hardware-view.png", "./results.md", "./runs", f"./runs/{run.name}",

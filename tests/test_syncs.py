@@ -95,8 +95,8 @@ def test_without_marks_every_call_is_listed_with_an_unknown_line(tmp_path):
                                      "cudaMemcpy"]
     assert set(a.syncs["file"]) == {"unknown"} and a.syncs["line"].isna().all()
     text = to_text("t", [a], "3.20.3")
-    assert "    capture with `gapscope profile` (or scripts/profile.sh) to name the lines: it " \
-           "marks each sync" in text.splitlines()
+    assert "    capture with `gapscope profile` to name the lines: it marks each sync" in \
+        text.splitlines()
     assert "No line is known: capture with `gapscope profile`" in to_markdown("t", [a])
 
 

@@ -86,3 +86,24 @@ def test_the_installed_library_analyses_a_capture(installed, tmp_path):
                           env=shadowed_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["20", "nvtx"]
+
+
+def test_the_installed_gapscope_says_its_version_and_hints_at_what_a_wheel_has(installed,
+                                                                                tmp_path):
+    bin_dir, _ = installed
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "capture.nsys-rep").write_bytes(b"NVIDIA Tegra Profiler Report")
+    code = ("from gapscope.analysis import install, TraceError; print(install.version()); "
+            "from gapscope.analysis.readers.runs import find_trace; import pathlib\n"
+            f"try: find_trace(pathlib.Path({str(run)!r}))\n"
+            "except TraceError as e: print(e)")
+    done = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=tmp_path,
+                          env=shadowed_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    site = next(bin_dir.parent.glob("lib/python*/site-packages"))
+    version, message = done.stdout.splitlines()
+    assert version == f"gapscope 0.1.0 (installed in {site / 'gapscope'})"
+    assert message == (f"{run}: holds capture.nsys-rep but no capture.sqlite: export it with the "
+                       f"nsys that captured it, `nsys export --type sqlite -o "
+                       f"{run / 'capture.sqlite'} {run / 'capture.nsys-rep'}`")

@@ -1,4 +1,5 @@
-"""`gapscope doctor`: can this machine run `make profile`? One line per check, with the fix.
+"""`gapscope doctor`: can this machine capture? One line per check, with the fix (named for how
+gapscope was installed: analysis.install).
 
 Imports no torch at module level: it must also speak on a machine without torch, GPU or nsys.
 nsys is found, and its flags taken, by analysis.capture.nsys (the one definition, which
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from ..install import by_install
 from . import nsys as capture
 
 # The probe captures are doctor_probes.py's; their names import from here as before.
@@ -49,14 +51,16 @@ def check_torch() -> dict:
             "FAIL",
             "torch",
             f"not importable by {sys.executable}",
-            "`make install` (or pip install -e '.[harness]')",
+            by_install("`make install` (or pip install -e '.[harness]')",
+                       "pip install torch transformers nvtx (the harness' part of gapscope)"),
         )
     if torch.version.cuda is None:
         return check(
             "FAIL",
             "torch",
             f"{torch.__version__} is a CPU-only build",
-            "install a CUDA build of torch before `make install`: it keeps yours",
+            by_install("install a CUDA build of torch before `make install`: it keeps yours",
+                       "pip install a CUDA build of torch (pytorch.org: Get Started)"),
         )
     if not torch.cuda.is_available():
         version = f"{torch.__version__} (CUDA {torch.version.cuda})"
@@ -106,7 +110,9 @@ def check_metrics(nsys: str | None, gpu_ok: bool, capture: bool) -> dict:
         return metrics_capture(nsys)
     except subprocess.TimeoutExpired as e:
         return check("WARN", "metrics", f"`nsys {e.cmd[1]}` of the metrics probe took over "
-                     f"{CAPTURE_TIMEOUT_S} s", "run `profile.sh --metrics` by hand to see why")
+                     f"{CAPTURE_TIMEOUT_S} s",
+                     by_install("run `scripts/profile.sh --metrics` by hand to see why",
+                                "run `gapscope doctor` again, or the probe's nsys by hand"))
 
 
 def check_perf() -> dict:
@@ -116,7 +122,7 @@ def check_perf() -> dict:
             "WARN",
             "perf",
             f"{path} not found (not Linux?)",
-            "nsys' CPU sampling needs Linux; make profile does not sample",
+            "nsys' CPU sampling needs Linux; gapscope's captures do not sample",
         )
     level = int(path.read_text())
     if level > 2:
@@ -124,7 +130,7 @@ def check_perf() -> dict:
             "WARN",
             "perf",
             f"perf_event_paranoid is {level}: nsys cannot sample the CPU",
-            "make profile does not sample; for --sample, "
+            "gapscope's captures do not sample; for --sample, "
             "`sudo sysctl kernel.perf_event_paranoid=2`",
         )
     return check("OK", "perf", f"perf_event_paranoid is {level}")
@@ -171,7 +177,7 @@ def format_check(c: dict) -> str:
     type=click.Path(path_type=Path),
     default=lambda: os.environ.get("TRACES_DIR") or "traces",
     show_default="$TRACES_DIR or ./traces",
-    help="Where captures go (profile.sh and gapscope profile write runs there).",
+    help="Where captures go (gapscope profile writes its runs there).",
 )
 @click.option(
     "--capture/--no-capture",
@@ -180,12 +186,12 @@ def format_check(c: dict) -> str:
     help="Try a real nsys capture, import and export (about 20 s on a GPU).",
 )
 def doctor(traces_dir: Path, capture: bool) -> None:
-    """Check that this machine can run `make profile`: GPU and driver, torch with CUDA, nsys and
-    its capture -> import -> SQLite export chain, GPU metrics sampling (`profile.sh --metrics`),
+    """Check that this machine can capture with `gapscope profile`: GPU and driver, torch with
+    CUDA, nsys and its capture -> import -> SQLite export chain, GPU metrics sampling,
     perf_event_paranoid, free disk.
 
     One line per check: OK, WARN or FAIL, the detail, and for a FAIL the fix. Exits 1 when a
-    check that `make profile` needs fails (WARN lines do not count).
+    check that a capture needs fails (WARN lines do not count).
 
     Example: gapscope doctor --no-capture
     """

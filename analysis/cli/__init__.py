@@ -16,15 +16,25 @@ from .db import db
 __all__ = ["GapscopeError", "main", "split_pattern", "step_notes"]
 
 
+def _version(ctx, _param, value) -> None:
+    if value and not ctx.resilient_parsing:
+        from ..install import version
+
+        click.echo(version())
+        ctx.exit()
+
+
 @click.group(cls=MainGroup)
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show gapscope's version and where it runs from, and exit.")
 def main():
     """Where a decode loop leaves the GPU idle, step by step, and why: reads an nsys SQLite export.
 
     \b
     Example:
         gapscope analyze traces/20261130T171200Z-pipelined/
-        gapscope compare tests/data/h200-eager-static-bs16.sqlite traces/*-graphed/
-        gapscope profile -- python examples/hf_decode.py --model llama
+        gapscope compare traces/*-static/ traces/*-graphed/
+        gapscope profile -- python generate.py                # any program, as it is
     """
 
 

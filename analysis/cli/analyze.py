@@ -53,18 +53,19 @@ def device_path(path: Path, device: int) -> Path:
                                       "a stream, a sync site, or a step's host row (and "
                                       "device).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
-              help="Also draw timeline, per-step bars and gap histogram into this PNG.")
+              help="Also draw the timeline, per-step bars and where the idle time is (gaps by "
+                   "length) into this PNG.")
 @perfetto_option
 @db_option
 @pattern_options
 def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_pattern, device):
-    """Analyse one TRACE: an nsys .sqlite export (or .sqlite.gz), a torch.profiler trace
-    (.json, .json.gz) or a run directory (capture.sqlite + run.json).
+    """Analyse one TRACE: an nsys .sqlite export (as it is, .sqlite.gz or .sqlite.xz), a
+    torch.profiler trace (.json, .json.gz) or a run directory (capture.sqlite + run.json).
 
     \b
     Example:
-        gapscope analyze tests/data/h200-eager-static-bs16.sqlite --format json
-        gapscope analyze tests/data/runs/static --perfetto static.json   # ui.perfetto.dev
+        gapscope analyze capture.sqlite --format json
+        gapscope analyze traces/<UTC>-static/ --perfetto static.json   # ui.perfetto.dev
     """
     with said():
         analyses = api.open(trace, step_pattern, check_pattern, device)
@@ -112,7 +113,7 @@ def ranges(trace, step_pattern, shapes):
         gapscope ranges my.sqlite --shapes
         gapscope ranges my.sqlite --steps '^decode (\\d+)$'
     """
-    from ..measures.steps import PROFILER_STEP_PATTERN, compile_pattern
+    from ..measures.steps import INFER, NAME_NUMBER, PROFILER_STEP_PATTERN, compile_pattern
     from ..readers import load_trace
     from ..readers.runs import resolve_run
 
@@ -120,12 +121,17 @@ def ranges(trace, step_pattern, shapes):
         run = resolve_run(trace)
         names = load_trace(run.trace_path).ranges["name"].astype(str)
         pattern = api.run_options(run, step_pattern, None, None).step_pattern
-        compiled = compile_pattern(pattern, "--steps")
-    taken = names.map(lambda n: compiled.search(n) is not None)
+        compiled = None if pattern == INFER else compile_pattern(pattern, "--steps")
+    def takes(regex) -> pd.Series:
+        return pd.Series([regex is not None and regex.search(n) is not None for n in names],
+                         index=names.index, dtype=bool)
+
+    taken = takes(compiled)
+    fallback = None
     if not taken.any() and pattern == DEFAULT_STEP_PATTERN:  # as find_steps falls back
-        pattern = PROFILER_STEP_PATTERN
-        taken = names.str.contains(pattern, regex=True)
-    keys = names.str.replace(r"\d+", "N", regex=True) if shapes else names
+        fallback = PROFILER_STEP_PATTERN
+        taken = takes(compile_pattern(fallback, "--steps"))
+    keys = names.str.replace(NAME_NUMBER, "N", regex=True) if shapes else names
     # Most frequent first; ties in the order the names first appear (steps in their order).
     counts = keys.groupby(keys, sort=False).agg(["size"]).assign(
         taken=taken.groupby(keys, sort=False).sum(),
@@ -134,5 +140,38 @@ def ranges(trace, step_pattern, shapes):
     for name, row in counts.iterrows():
         mark = "*" if row["taken"] else " "
         click.echo(f"{row['size']:>8} {mark} {name}")
-    click.echo(f"{len(names)} ranges, {len(counts)} {'kinds of name' if shapes else 'names'}; "
-               f"* the steps pattern '{pattern}' takes {int(taken.sum())} of them")
+    # A name of the most frequent kind, for the pattern that would take that kind.
+    frequent = names[keys == counts.index[0]].iloc[0] if len(counts) else None
+    click.echo(ranges_footer(len(names), len(counts), pattern, fallback, int(taken.sum()),
+                             shapes, frequent))
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def ranges_footer(ranges: int, kinds: int, pattern: str, fallback: str | None, taken: int,
+                  shapes: bool, frequent: str | None) -> str:
+    """The last lines of `gapscope ranges`: how many, what the steps pattern takes, and where it
+    takes none, what analyze does then and a pattern to paste (`frequent`: a name of the most
+    frequent kind)."""
+    from ..measures.steps import INFER, pattern_for
+
+    kind = ("kind of name", "kinds of name") if shapes else ("name", "names")
+    head = f"{_plural(ranges, 'range', 'ranges')}, {_plural(kinds, *kind)}; "
+    if pattern == INFER:
+        return head + "--steps infer: analyze infers the steps from the trace, taking no range"
+    if taken and fallback is None:
+        return head + f"* the steps pattern '{pattern}' takes {taken} of them"
+    if taken:
+        return (head + f"the steps pattern '{pattern}' takes none;\n* torch.profiler's "
+                f"'{fallback}', which analyze tries next, takes {taken} of them")
+    if fallback:
+        lines = [head + f"the steps pattern '{pattern}' takes none,",
+                 f"nor does torch.profiler's '{fallback}': analyze infers the steps from the trace"]
+    else:
+        lines = [head + f"the steps pattern '{pattern}' takes none: analyze stops at it",
+                 "(the default pattern, or --steps infer, infers the steps from the trace)"]
+    if frequent is not None:
+        lines.append(f"the first kind above as the steps: --steps '{pattern_for(frequent)}'")
+    return "\n".join(lines)

@@ -127,14 +127,18 @@ def perfetto_option(f):
              "chrome://tracing.")(f)
 
 
-def step_notes(pattern: str, steps) -> list:
+def step_notes(pattern: str, steps, steps_from: str | None = "nvtx") -> list:
     """What a steps pattern did that its user may not have meant, one line each: steps numbered
-    by position (no group), or ranges of several kinds of name taken as steps (too loose)."""
+    by position (no group), or ranges of several kinds of name taken as steps (too loose).
+    None for steps inferred from the trace (`--steps infer`: no range taken) or a function's
+    calls (numbered by their order, their names have no number)."""
+    if steps_from in ("inferred", "function"):
+        return []
     notes = []
     if re.compile(pattern).groups == 0:
-        notes.append(f"the steps pattern '{pattern}' has no group, so the steps are numbered 0 "
-                     f"to {len(steps) - 1} in the order they start; a group such as "
-                     r"'^Step (\d+)$' takes the numbers in their names")
+        notes.append(f"the steps pattern '{pattern}' has no group, so the steps are numbered "
+                     f"{steps['step'].min()} to {steps['step'].max()} in the order they start; "
+                     r"a group such as '^Step (\d+)$' takes the numbers in their names")
     shapes = name_shapes(steps["name"])
     if len(shapes) > 1:
         kinds = ", ".join(f"'{shape}' ×{count}" for shape, count in shapes.head(3).items())
@@ -150,7 +154,7 @@ def say_step_notes(label: str, step_pattern: str | None, analyses: list) -> None
     from ..api import run_options
 
     pattern = run_options(analyses[0].run, step_pattern, None, None).step_pattern
-    for note in step_notes(pattern, analyses[0].steps):
+    for note in step_notes(pattern, analyses[0].steps, analyses[0].summary.get("steps_from")):
         click.echo(f"gapscope: note: {label}: {note}", err=True)
 
 

@@ -34,14 +34,13 @@ from .inputs import inputs
 @pattern_options
 def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, check_pattern,
             device):
-    """Compare TRACES (exports, run dirs, or directories of run dirs), the first as the baseline.
+    """Compare TRACES (exports, run dirs, or directories of them), the first as the baseline.
     TRACE:REGEX analyses TRACE with its own steps pattern (over --steps and run.json's).
 
     \b
     Example:
-        gapscope compare tests/data/h200-eager-static-bs16.sqlite \\
-                         tests/data/h200-eager-pipelined-seed-bs16.sqlite
-        gapscope compare traces/sweep-20261201/            # every run under it
+        gapscope compare traces/*-static/ traces/*-graphed/
+        gapscope compare traces/                           # every run and export under it
         gapscope compare mine.sqlite:'^decode (\\d+)$' traces/*-static/
         gapscope compare --db runs.db --where "config_batch = 16"
     """
@@ -62,8 +61,9 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
     if hardware_plot:
         if c.hardware is None or c.hardware.empty:
             raise GapscopeError("--hardware-plot: none of these runs sampled GPU metrics "
-                                "(profile.sh --metrics makes such a capture)")
-        from ..render.plots import plot_hardware
+                                "(nsys profile --gpu-metrics-devices=N samples them; "
+                                "`gapscope doctor` says whether this machine can)")
+        from ..render.plots_runs import plot_hardware
 
         write(lambda p: plot_hardware(c.hardware, p), Path(hardware_plot))
         click.echo(f"gapscope: wrote {hardware_plot}", err=True)

@@ -46,5 +46,5 @@ def db_add(database, traces, step_pattern, check_pattern, device):
         gapscope db add runs.db traces/*/
         sqlite3 runs.db "SELECT label, bubble_ns_median FROM runs"
     """
-    labels, per_run = inputs(traces, step_pattern, check_pattern, device, metrics_only=False)
+    labels, per_run = inputs(traces, step_pattern, check_pattern, device)
     store_runs(database, list(zip(labels, per_run, strict=True)))

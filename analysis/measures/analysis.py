@@ -25,22 +25,14 @@ KINDS = (TRACE, METRICS, STORED)
 
 @dataclass(frozen=True, eq=False)
 class Analysis:
-    """One device's analysis of one capture (module docstring: which parts each kind has).
+    """One device's analysis of one capture (module docstring: which parts each kind has);
+    `analysis.Analysis` (api.py) is this with its verbs, and its docstring lists every table's
+    columns (METRICS.md defines them).
 
     device:  the CUDA device
     summary: the numbers `gapscope analyze --format json` prints as "summary"
-    steps:   one row a step (step, thread, cpu_*, gpu_*, period_ns, busy_ns, bubble_ns, ...)
-    gaps:    one row a GPU idle gap (step, start, end, gap_ns, wait_ns, host_ns, launch_ns,
-             cause, next_op, ...)
-    streams: one row a stream (stream, ops, busy_ns, share of the window ...)
-    syncs:   one row a blocking call site (thread, call, file, line, blocked_ns, ...)
-    host:    one row a step and the named code (row) that spent its host time: python_ns,
-             cuda_ns, sync_ns, ns (exclusive: a step's rows add up to its host period)
-    host_steps: one row a step: its host period (host_start, host_end, host_period_ns) and
-             its parts
-    pairs:   streams busy at once, by pair; checks: each stop check's GPU cover
-    ops:     the device's GPU ops with the step each falls in (-1: none)
-    run:     where it came from (path, label, run.json), set by analysis.open
+    steps, gaps, streams, syncs, host, host_steps, pairs, checks, ops: DataFrames, times in ns
+    run:     where it came from (path, label, run.json), set by analysis.open_devices
     trace:   the in-memory trace it was made from (strings, blocking calls, ranges)
     """
 

@@ -2,9 +2,10 @@
 spread between runs of one configuration (render/compare.py prints them).
 
 A difference from the first run is "within noise" when the 95% interval of the difference of
-medians (steps resampled with replacement, seeded) contains zero.
+medians (steps resampled with replacement, seeded by their values) contains zero.
 """
 
+import hashlib
 import json
 
 import numpy as np
@@ -19,7 +20,12 @@ COMPARED = {"period_ns": "period_ns_median", "cpu_ns": "step_cpu_ns_median",
             "bubble_ns": "bubble_ns_median"}
 
 
-def bootstrap_medians(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def bootstrap_medians(values: np.ndarray) -> np.ndarray:
+    """The medians of BOOTSTRAP_SAMPLES resamples of `values`, drawn by a generator seeded
+    from the values themselves: the same steps give the same interval wherever the run sits in
+    a comparison, and whatever else is compared."""
+    digest = hashlib.sha256(np.ascontiguousarray(values, dtype=np.float64).tobytes()).digest()
+    rng = np.random.default_rng([SEED, int.from_bytes(digest[:8], "little")])
     picks = rng.integers(0, len(values), size=(BOOTSTRAP_SAMPLES, len(values)))
     return np.median(values[picks], axis=1)
 
@@ -31,8 +37,7 @@ def _values(steps: pd.DataFrame, column: str) -> np.ndarray:
 def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
     """One row per run: headline numbers, CIs, difference from the first run, profiler overhead.
     `analyses` holds one Analysis per run (the device compared)."""
-    rng = np.random.default_rng(SEED)
-    boots = [{c: bootstrap_medians(v, rng) if len(v := _values(a.steps, c)) else None
+    boots = [{c: bootstrap_medians(v) if len(v := _values(a.steps, c)) else None
               for c in COMPARED} for a in analyses]
     rows = []
     for label, a, run, boot in zip(labels, analyses, runs, boots, strict=True):
@@ -76,7 +81,26 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
         rows.append(row)
     table = pd.DataFrame(rows)
     table["traced_rank"], table["untraced_rank"] = ranks(table)
+    table["work"] = work_differences(runs)
     return table
+
+
+# The configuration keys that change what a step computes (the variant and compile mode change
+# how it is computed: what a comparison is for).
+WORK_KEYS = ("model", "batch", "dtype", "matmul_precision", "window")
+
+
+def work_differences(runs: list) -> list:
+    """Each run's values of the WORK_KEYS that differ between the runs (`batch=32`), None for
+    every run where none differs (or no run.json says): runs that compute different steps are
+    ranked side by side only with a note (render/compare.py)."""
+    configs = [r.info.get("config") if isinstance(r.info.get("config"), dict) else {}
+               for r in runs]
+    differ = [k for k in WORK_KEYS
+              if len({str(c[k]) for c in configs if c.get(k) is not None}) > 1]
+    if not differ:
+        return [None] * len(runs)
+    return [" ".join(f"{k}={c.get(k, '?')}" for k in differ) for c in configs]
 
 
 def untraced_figure(table: pd.DataFrame) -> tuple:
@@ -125,14 +149,27 @@ def _bench_spread(bench: dict | None) -> tuple | None:
     return (lo, hi) if lo is not None and hi is not None else None
 
 
-def _config_key(run) -> str:
-    """Runs of one configuration: run.json's config without where it was written, captured by
-    the same profiler (an nsys capture and its torch.profiler twin are not repeats)."""
+def _config(run, a) -> dict | None:
+    """What makes two runs repeats: run.json's config without where it was written, and how
+    the CUDA graphs were recorded (a graph-level and a node-level capture of one configuration
+    are two observers, not repeats: summary.cuda_graph_trace); None without a config."""
     config = run.info.get("config")
     if not isinstance(config, dict):
+        return None
+    out = {k: str(v) for k, v in config.items() if k != "out"}
+    if a.summary.get("cuda_graph_trace") in ("graph", "node", "mixed"):
+        out["cuda_graph_trace"] = a.summary["cuda_graph_trace"]
+    return out
+
+
+def _config_key(run, a) -> str:
+    """Runs of one configuration (_config), captured by the same profiler (an nsys capture and
+    its torch.profiler twin are not repeats)."""
+    config = _config(run, a)
+    if config is None:
         return f"label:{run.label}"
     profiler = "nsys" if ".sqlite" in run.trace_path.name else "kineto"
-    return repr([profiler, *sorted((k, str(v)) for k, v in config.items() if k != "out")])
+    return repr([profiler, *sorted(config.items())])
 
 
 def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
@@ -143,15 +180,14 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
     when no configuration has two runs: then only the steps of one run give a spread."""
     groups = {}
     for a, run in zip(analyses, runs, strict=True):
-        groups.setdefault(_config_key(run), []).append((a, run))
+        groups.setdefault(_config_key(run, a), []).append((a, run))
     if max(len(g) for g in groups.values()) < 2:
         return None
-    rng = np.random.default_rng(SEED)
     rows, base = [], None
-    names = _group_names([members[0][1] for members in groups.values()])
+    names = _group_names([members[0] for members in groups.values()])
     for name, members in zip(names, groups.values(), strict=True):
         medians = np.array([a.summary["period_ns_median"] for a, _ in members], dtype=np.float64)
-        boot = bootstrap_medians(medians, rng)
+        boot = bootstrap_medians(medians)
         untraced = [r.untraced_ms_per_step() for _, r in members]
         row = {"label": name, "runs": len(members),
                "period_ns_median": float(np.median(medians)),
@@ -168,12 +204,12 @@ def between_runs(analyses: list, runs: list) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def _group_names(runs: list) -> list:
-    """Each configuration's label, with the config values that tell it from the others where two
-    share a label (`static batch=8`, `static batch=2`)."""
-    configs = [{k: str(v) for k, v in (r.info.get("config") or {}).items() if k != "out"}
-               for r in runs]
-    labels = [r.label for r in runs]
+def _group_names(firsts: list) -> list:
+    """Each configuration's label (`firsts`: the (Analysis, run) of its first run), with the
+    config values that tell it from the others where two share a label (`static batch=8`,
+    `static batch=2`, `fused cuda_graph_trace=node`)."""
+    configs = [_config(r, a) or {} for a, r in firsts]
+    labels = [r.label for _, r in firsts]
     out = []
     for label, c in zip(labels, configs, strict=True):
         same = [d for d, other in zip(configs, labels, strict=True) if other == label]

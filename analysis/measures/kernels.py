@@ -54,6 +54,19 @@ def op_names(ops: pd.DataFrame, strings: dict) -> pd.Series:
     return pd.Series(names, index=ops.index)
 
 
+def name_table(ops: pd.DataFrame, names: pd.Series, steps: int) -> pd.DataFrame:
+    """One row a name (a kernel's; copies, sets and graph replays by their kind): name, ops,
+    time_ns (their summed GPU time), ops_per_step, time_ns_per_step (over `steps` steps) and
+    share (of the ops' summed GPU time); the longest in all first."""
+    frame = pd.DataFrame({"name": names.to_numpy(),
+                          "dur_ns": ops["end"].to_numpy() - ops["start"].to_numpy()})
+    table = frame.groupby("name")["dur_ns"].agg(ops="size", time_ns="sum")
+    table["ops_per_step"] = table["ops"] / steps
+    table["time_ns_per_step"] = table["time_ns"] / steps
+    table["share"] = table["time_ns"] / table["time_ns"].sum()
+    return table.sort_values(["time_ns", "ops"], ascending=False, kind="stable").reset_index()
+
+
 def op_classes(ops: pd.DataFrame, names: pd.Series, full_names: pd.DataFrame | None = None):
     """Each op's class by its short name; where that says nothing (`kernel`), by its full
     (demangled) name from `full_names` (readers.nsys.read_full_names), matched on (start, corr)."""

@@ -149,11 +149,25 @@ def step_ranges(trace, pattern: str) -> tuple:
 NAMES_SHOWN = 8
 
 
+# A number in a name, not the digits of an identifier (`gpt2`, `fp16`, `GPT2LMHeadModel`).
+NAME_NUMBER = r"(?<![A-Za-z0-9])\d+"
+
+
 def name_shapes(names: pd.Series) -> pd.Series:
     """How many ranges have each name shape: the name with its numbers as N (`Step N`), so that
     a step pattern's candidates read as one line each; most frequent first."""
-    shapes = names.astype(str).str.replace(r"\d+", "N", regex=True)
+    shapes = names.astype(str).str.replace(NAME_NUMBER, "N", regex=True)
     return shapes.value_counts(sort=True)
+
+
+def pattern_for(name: str) -> str:
+    r"""A steps pattern that takes the ranges shaped as `name` is: its text, anchored, each
+    number in it any number, the first one the step's (`Step 31` -> `^Step (\d+)$`)."""
+    parts = re.split(NAME_NUMBER, name)
+    literal = [re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", p) for p in parts]
+    numbers = [r"(\d+)"] + [r"\d+"] * (len(parts) - 2)
+    body = literal[0] + "".join(n + lit for n, lit in zip(numbers, literal[1:], strict=False))
+    return f"^{body}$"
 
 
 def names_seen(ranges: pd.DataFrame) -> str:

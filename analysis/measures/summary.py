@@ -92,6 +92,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
     table = with_idle_by_step(table, gaps, position)
     gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
+    table = with_idle_by_cause(table, gaps, position)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
@@ -104,7 +105,16 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     host_steps, host_rows, summary["host"] = host_analysis(trace, steps, on_device.index, ops,
                                                            origin)
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
-                    pairs=pairs, checks=cover, ops=ops, host=host_rows, host_steps=host_steps)
+                    pairs=pairs, checks=cover, ops=numbered(ops, steps), host=host_rows,
+                    host_steps=host_steps)
+
+
+def numbered(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The ops with `step` the number of the step each belongs to (as in the steps and gaps
+    tables, -1 for none), where the analysis counted them by their row in `steps`."""
+    row = ops["step"].to_numpy()
+    number = steps["index"].to_numpy(dtype=np.int64)
+    return ops.assign(step=np.where(row >= 0, number[np.maximum(row, 0)], -1))
 
 
 def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
@@ -150,6 +160,18 @@ def with_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> 
         for part in LEDGER})
 
 
+def with_idle_by_cause(table: pd.DataFrame, gaps: pd.DataFrame,
+                       position: np.ndarray) -> pd.DataFrame:
+    """The table with the gaps inside each step's period by cause, as idle_cause_<cause>_ns
+    columns (`position`: the table row of each gap): they fill the period with the busy time,
+    as the ledger's parts do, split as the figures and compare split the idle time."""
+    codes = gaps["cause"].cat.codes.to_numpy().astype(np.int64)
+    sums = np.bincount(position * len(CAUSES) + codes, weights=gaps["gap_ns"].to_numpy(),
+                       minlength=len(table) * len(CAUSES)).reshape(len(table), len(CAUSES))
+    return table.assign(**{f"idle_cause_{c}_ns": sums[:, i].round().astype(np.int64)
+                           for i, c in enumerate(CAUSES)})
+
+
 def _check(ok: bool, what: str) -> None:
     if not ok:
         raise AssertionError(f"gapscope bug: {what}")
@@ -166,6 +188,8 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
     _check(int(gaps["gap_ns"].sum()) == idle_ns, "gaps do not add up to the idle time")
     _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")
     _check(sum(ledger.values()) == idle_ns, "the idle ledger does not add up to the idle time")
+    _check(int(table[[f"idle_cause_{c}_ns" for c in CAUSES]].to_numpy().sum()) == idle_ns,
+           "the steps' idle by cause does not add up to the idle time")
     _check(bool((gaps[list(LEDGER)].to_numpy() >= 0).all()), "a negative ledger part")
     _check(not (table["period_ns"].dropna() < 0).any(), "a negative step period")
     return {

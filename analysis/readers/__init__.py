@@ -5,40 +5,36 @@
                    nsys_ops.py's
     kineto.py      a torch.profiler trace (`prof.export_chrome_trace`, `.json` or `.json.gz`)
 
-`load_trace` picks the reader from the file's first bytes, not its name: a compressed stream is
-looked into, since both an export (`capture.sqlite.gz`, `.xz`) and a torch.profiler trace come
-compressed.
+`load_trace` picks the reader from the file's content (content.py), not its name: a compressed
+stream is looked into, since both an export (`capture.sqlite.gz`, `.xz`) and a torch.profiler
+trace come compressed. Anything else goes to the nsys reader, which says in one line what the
+file is and what to pass instead.
 """
 
 from pathlib import Path
 
 from ..readers import kineto, nsys
-from ..readers.compressed import compression, holds_sqlite
-
-
-def _head(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(64)
+from ..readers.content import head, is_json_object, is_sqlite
 
 
 def is_compressed_export(path: Path) -> bool:
     """A gzip or xz stream whose content starts as a SQLite file does (an nsys export)."""
-    kind = compression(path)
-    return kind is not None and holds_sqlite(path, kind)
+    try:
+        kind, content = head(path)
+    except OSError:
+        return False
+    return kind is not None and is_sqlite(content)
 
 
 def reader_for(path: Path):
-    """The reader module for the file's content: a compressed SQLite file is the nsys reader's,
-    other gzip or a JSON object is Kineto's, anything else goes to the nsys reader (which names
-    what is wrong with a file that is not SQLite)."""
+    """The reader module for the file's content: a SQLite file (compressed or not) is the nsys
+    reader's, a JSON object (compressed or not) Kineto's, anything else the nsys reader's
+    (which names what is wrong with it)."""
     try:
-        head = _head(path)
+        kind, content = head(path)
     except OSError:
         return nsys  # it says why (missing, unreadable)
-    text = head.lstrip()
-    if compression(path) == "gzip":
-        return nsys if is_compressed_export(path) else kineto
-    if text[:1] == b"{" and text[1:].lstrip()[:1] in (b'"', b"}"):
+    if is_json_object(content):
         return kineto
     return nsys
 

@@ -38,13 +38,23 @@ def compression(path: Path) -> str | None:
     return next((name for magic, name in MAGICS if head.startswith(magic)), None)
 
 
-def holds_sqlite(path: Path, kind: str) -> bool:
-    """The compressed stream starts as a SQLite file does (an nsys export, compressed)."""
+def head_of(path: Path, kind: str | None, size: int) -> bytes | None:
+    """The first `size` bytes of the content: of the decompressed stream where `kind` names a
+    compression (None where it cannot be read: damaged, unreadable). OSError for a plain file
+    that cannot be read."""
+    if kind is None:
+        with open(path, "rb") as f:
+            return f.read(size)
     try:
         with OPENERS[kind](path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+            return f.read(size)
     except (OSError, *DAMAGED):
-        return False
+        return None
+
+
+def holds_sqlite(path: Path, kind: str) -> bool:
+    """The compressed stream starts as a SQLite file does (an nsys export, compressed)."""
+    return (head_of(path, kind, len(SQLITE_MAGIC)) or b"") == SQLITE_MAGIC
 
 
 def _scratch() -> Path:

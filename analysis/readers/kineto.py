@@ -1,5 +1,6 @@
-"""The Kineto reader: a torch.profiler Chrome trace (`prof.export_chrome_trace`, `.json` or
-`.json.gz`) into the in-memory Trace (analysis.readers.trace), the same one the nsys reader makes.
+"""The Kineto reader: a torch.profiler Chrome trace (`prof.export_chrome_trace`, `.json`,
+`.json.gz` or `.json.xz`) into the in-memory Trace (analysis.readers.trace), the same one the
+nsys reader makes.
 
     {"schemaVersion": 1, "baseTimeNanoseconds": ..., "traceEvents": [
       {"ph": "X", "cat": "kernel", "pid": DEVICE, "tid": STREAM, "ts": µs, "dur": µs,
@@ -17,6 +18,7 @@ strings they are written as and turned into ns exactly. The file is only read.
 import gzip
 import itertools
 import json
+import lzma
 import re
 import zlib
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -114,9 +116,12 @@ def read_document(path: Path) -> dict:
             raw = f.read()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise TraceError(
-            f"{path}: damaged or truncated gzip ({e}); export the trace again") from None
+        elif raw[:6] == b"\xfd7zXZ\x00":
+            raw = lzma.decompress(raw)
+    except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as e:
+        kind = "xz" if isinstance(e, lzma.LZMAError) else "gzip"
+        raise TraceError(f"{path}: damaged or truncated {kind} ({e}); export the trace again"
+                         ) from None
     except OSError as e:
         raise TraceError(f"{path}: cannot read it ({e.strerror or e})") from None
     try:

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
-from ..readers.compressed import compression, holds_sqlite, plain
+from ..readers.compressed import plain
+from ..readers.content import head, is_sqlite, not_a_capture
 from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
 from ..readers.nsys_ops import (
     OP_TABLES,
@@ -55,24 +56,14 @@ def _connect(path: Path) -> sqlite3.Connection:
     """A read-only connection to the export at path (compressed or not: readers.compressed)."""
     if not path.is_file():
         raise TraceError(f"{path}: no such file")
-    kind = compression(path)
-    if kind is not None and not holds_sqlite(path, kind):
-        raise TraceError(f"{path}: a {kind} file that holds no SQLite export; export the "
-                         ".nsys-rep with `nsys export --type sqlite` (gzipped or xz'd as it is)")
-    real = plain(path)
     try:
-        with open(real, "rb") as f:
-            header = f.read(16)
+        kind, content = head(path)
     except OSError as e:
         raise TraceError(f"{path}: cannot read it ({e.strerror})") from None
-    if not header:
-        raise TraceError(f"{path}: empty file; export a capture with `nsys export --type sqlite`")
-    if header != b"SQLite format 3\x00":
-        raise TraceError(
-            f"{path}: not a SQLite file; export the .nsys-rep with `nsys export --type sqlite` "
-            "(a torch.profiler trace is read from its .json or .json.gz)"
-        )
-    return sqlite3.connect(_uri(real), uri=True)
+    # A stream damaged from its first bytes: decompressing it says so (readers.compressed).
+    if not is_sqlite(content) and not (kind and content is None):
+        raise TraceError(f"{path}: {not_a_capture(path, kind, content)}")
+    return sqlite3.connect(_uri(plain(path)), uri=True)
 
 
 def _uri(path: Path) -> str:

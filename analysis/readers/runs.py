@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TraceError
+from ..install import by_install
 from ..readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
@@ -77,16 +78,17 @@ def find_trace(directory: Path) -> Path:
             return kineto[0]
     rep = directory / "capture.nsys-rep"
     if not found and rep.is_file():
+        command = f"nsys export --type sqlite -o {directory / TRACE_NAME} {rep}"
         raise TraceError(
             f"{directory}: holds capture.nsys-rep but no {TRACE_NAME}: export it with the nsys "
-            f"that captured it, `scripts/export.sh {rep}` (or `nsys export --type sqlite -o "
-            f"{directory / TRACE_NAME} {rep}`)"
+            "that captured it, " + by_install(f"`scripts/export.sh {rep}` (or `{command}`)",
+                                              f"`{command}`")
         )
     what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
     raise TraceError(
         f"{directory}: a run directory needs {TRACE_NAME} ({what} there) or {KINETO_NAMES[0]}; "
-        "pass a .sqlite export, a torch.profiler trace or a run directory made by "
-        "scripts/profile.sh"
+        "pass a .sqlite export, a torch.profiler trace or a run directory made by `gapscope "
+        "profile`" + by_install(" or scripts/profile.sh", "")
     )
 
 

@@ -196,8 +196,22 @@ def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
                                  for row in cells))
     legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
     # One line each, as the tools that grep for them expect, even past the width.
-    notes = [*order_flips(table), _sync_note(table)]
+    notes = [*order_flips(table), _sync_note(table), *work_note(table)]
     return "\n\n".join(blocks + ["\n".join([legend, *notes])])
+
+
+def work_note(table: pd.DataFrame) -> list:
+    """The line that says the runs compute different steps (measures.compare.work_differences),
+    where they do: their ranks and differences set unlike steps side by side."""
+    work = table["work"] if "work" in table.columns else None
+    if work is None or work.isna().all():
+        return []
+    keys = [part.split("=")[0] for part in str(work.dropna().iloc[0]).split()]
+    values = {k: list(dict.fromkeys(str(w).split()[i].split("=", 1)[1]
+                                     for w in work.dropna())) for i, k in enumerate(keys)}
+    differ = "; ".join(f"{k} {', '.join(v)}" for k, v in values.items())
+    return [f"note: the runs compute different steps ({differ}): ranks and differences set "
+            "unlike steps side by side"]
 
 
 def _sync_note(table: pd.DataFrame) -> str:
@@ -215,7 +229,7 @@ def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
                        [[row[i] for i in (0, *group)] for row in cells[1:]])
               for group in _column_groups(widths, None if width is None else width - 3)]
     notes = [LEGEND, *(f"**{line}**" if line.startswith("order flip") else line
-                       for line in order_flips(table)), _sync_note(table)]
+                       for line in order_flips(table)), _sync_note(table), *work_note(table)]
     return "\n\n".join(blocks + notes) + "\n"
 
 
@@ -276,7 +290,7 @@ def to_text_rows(table: pd.DataFrame) -> str:
     note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean); "
             "sync idle:\nits share of the window, as traced; untraced: ms/step from run.json; ~ "
             "within the first run's\nnoise, * beyond it (95% bootstrap CI)")
-    return "\n".join([*lines, "", note, *order_flips(table)])
+    return "\n".join([*lines, "", note, *order_flips(table), *work_note(table)])
 
 
 def _cut(text: str, width: int) -> str:

@@ -8,8 +8,10 @@ ledger's three parts are said as what the host was doing, so that `host` names t
     host_ns    pre-launch   the host was busy elsewhere and had not yet asked for the next op
     launch_ns  in launch    the next op was asked for and had not started
 
-Colours: the causes keep the colours every figure of the project has given them; the ledger's
-parts, the twin and the metrics each get one no other quantity has.
+Colours: one set for the GPU's time in every figure, busy and idle by cause (the timeline, the
+zoom, the per-step bars, the histogram of where the idle time is); the ledger's parts are words
+of the text and Markdown tables only. The twin and the metrics each get a colour no other
+quantity has.
 """
 
 from ..measures.gaps import CAUSES
@@ -20,7 +22,6 @@ CAUSE_COLOURS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unk
 assert tuple(CAUSE_COLOURS) == CAUSES
 
 LEDGER_WORDS = {"wait_ns": "blocked", "host_ns": "pre-launch", "launch_ns": "in launch"}
-LEDGER_COLOURS = {"wait_ns": "#8c564b", "host_ns": "#bcbd22", "launch_ns": "#17becf"}
 
 # The figures of a capture as traced, and of its untraced twin (CUDA events, no profiler).
 TRACED = "traced"
@@ -29,7 +30,6 @@ TRACED_GRAPH_COLOUR = "#aec7e8"  # traced graph by graph (nsys's default for CUD
 UNTRACED = "untraced"
 UNTRACED_COLOUR = "#111111"
 NVTX_COLOUR = "#c7c7c7"
-BLOCKING_COLOUR = LEDGER_COLOURS["wait_ns"]  # a blocking call is where `blocked` time comes from
 
 METRIC_WORDS = {"sm_active_pct": "SMs active", "dram_read_pct": "DRAM read",
                 "dram_write_pct": "DRAM write"}

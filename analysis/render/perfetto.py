@@ -4,7 +4,7 @@ chrome://tracing: what the figures show binned, event by event.
     process "LABEL: GPU 0"   steps (GPU)       |--- Step 40 ---||--- Step 41 ---|
                              idle gaps           |sync|   |host| |queued|
                              stream 7          [op][op]  [op]  [op][op] ...
-    process "LABEL: host"    NVTX steps        |---- Step 40 ----|---- Step 41 ---
+    process "LABEL: host"    NVTX steps: T     |---- Step 40 ----|---- Step 41 ---
                              thread T: host period  |host: step 40 ...|host: step 41
                              thread T: named code   [forward [update]]  [warper]
                              thread T: blocking       [cudaStreamSynchronize]
@@ -134,6 +134,21 @@ class _Writer:
         return tid + max(count, 1)
 
 
+# The host's step tracks are named by where the steps came from (summary.steps_from).
+STEPS_WORD = {"nvtx": "NVTX", "function": "function", "profiler_step": "ProfilerStep",
+              "inferred": "inferred"}
+
+
+def _by_thread(steps: pd.DataFrame, always: bool = False) -> list:
+    """[(thread label or None, its rows)] in the order of the threads' first steps: each
+    thread's steps on tracks of their own, named by it (where several threads have steps, or
+    `always`: the host's tracks name their thread)."""
+    thread = steps["thread"].astype(str).to_numpy() if "thread" in steps.columns else None
+    if thread is None or (not always and len(set(thread)) < 2):
+        return [(None, np.arange(len(steps)))]
+    return [(t, np.flatnonzero(thread == t)) for t in pd.unique(thread)]
+
+
 def _plain(values) -> list:
     """Python ints and strings of a column (numpy and pandas' integers unwrapped)."""
     if isinstance(values, (pd.Series, np.ndarray)):
@@ -151,9 +166,13 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
         ("step", "step"), ("start_ns", "gpu_start"), ("end_ns", "gpu_end"),
         *((c, c) for c in ("period_ns", "busy_ns", "bubble_ns", "overlap_ns",
                            *(f"idle_{p}" for p in LEDGER))))}
-    gaps_tid = w.overlapping(pid, STEPS_TID, "steps (GPU)", "step",
-                             steps["name"].astype(str).tolist(), step_args["start_ns"],
-                             step_args["end_ns"], origin, step_args, STEP_CNAME)
+    gaps_tid = STEPS_TID
+    for thread, rows in _by_thread(steps):
+        gaps_tid = w.overlapping(
+            pid, gaps_tid, "steps (GPU)" + (f": thread {thread}" if thread else ""), "step",
+            steps["name"].astype(str).to_numpy()[rows].tolist(),
+            np.asarray(step_args["start_ns"])[rows], np.asarray(step_args["end_ns"])[rows],
+            origin, {k: np.asarray(v)[rows].tolist() for k, v in step_args.items()}, STEP_CNAME)
     g = a.gaps
     causes = g["cause"].astype(str).tolist()
     w.slices(pid, gaps_tid, "idle gaps, by cause", "gap", [f"idle: {c}" for c in causes],
@@ -181,10 +200,15 @@ def _host(w: _Writer, pid: int, label: str, a, blocking: pd.DataFrame, origin: i
     w.meta(pid, "process_name", f"{label}: host")
     w.meta(pid, "process_sort_index", pid)
     steps = a.steps
-    cpu = {key: _plain(steps[c].astype(np.int64)) for key, c in (
+    cpu = {key: steps[c].to_numpy(np.int64) for key, c in (
         ("step", "step"), ("start_ns", "cpu_start"), ("end_ns", "cpu_end"))}
-    tid = w.overlapping(pid, STEPS_TID, "NVTX steps", "nvtx", steps["name"].astype(str).tolist(),
-                        cpu["start_ns"], cpu["end_ns"], origin, cpu, STEP_CNAME)
+    word = STEPS_WORD.get(a.summary.get("steps_from"), "NVTX")
+    tid = STEPS_TID
+    for thread, rows in _by_thread(steps, always=True):
+        tid = w.overlapping(pid, tid, f"{word} steps" + (f": thread {thread}" if thread else ""),
+                            "nvtx", steps["name"].astype(str).to_numpy()[rows].tolist(),
+                            cpu["start_ns"][rows], cpu["end_ns"][rows], origin,
+                            {k: v[rows].tolist() for k, v in cpu.items()}, STEP_CNAME)
     tid = max(tid, FIRST_TID)
     tid = _host_rows(w, pid, tid, a, origin, lo, hi)
     calls = _within(blocking, lo, hi)

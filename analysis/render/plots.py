@@ -14,17 +14,13 @@ from matplotlib.figure import Figure
 
 from ..measures.summary import CAUSES
 from ..render.palette import (
+    BUSY,
     BUSY_COLOUR,
     CAUSE_COLOURS,
-    FLOOR,
-    FLOOR_COLOUR,
-    LEDGER_COLOURS,
-    LEDGER_WORDS,
     METRIC_COLOURS,
     METRIC_WORDS,
     TRACED,
     TRACED_COLOUR,
-    TRACED_GRAPH_COLOUR,
     UNTRACED,
     UNTRACED_COLOUR,
 )
@@ -57,84 +53,146 @@ def step_bins(count: int, most: int = MAX_BARS) -> np.ndarray:
     return np.arange(count) * min(count, most) // max(count, 1)
 
 
-def binned_parts(steps) -> tuple:
+def binned_parts(steps, most: int = MAX_BARS) -> tuple:
     """(bin of each bar, {part: ns per step, averaged over each bar's steps}): the busy part and
-    the three idle parts, adding up to each step's period."""
-    idle_parts = ["idle_wait_ns", "idle_host_ns", "idle_launch_ns"]
+    the idle time by cause (the steps' idle_cause_* columns), adding up to each step's period."""
     period = steps["period_ns"].to_numpy(dtype=np.float64, na_value=0)
-    idle = steps[idle_parts].to_numpy(dtype=np.float64)
-    parts = {"busy": period - idle.sum(axis=1)} | {p: idle[:, i] for i, p in enumerate(idle_parts)}
-    bins = step_bins(len(steps))
+    idle = steps[[f"idle_cause_{c}_ns" for c in CAUSES]].to_numpy(dtype=np.float64)
+    parts = {BUSY: period - idle.sum(axis=1)} | {c: idle[:, i] for i, c in enumerate(CAUSES)}
+    bins = step_bins(len(steps), most)
     count = np.bincount(bins)
     return bins, {p: np.bincount(bins, weights=v) / count for p, v in parts.items()}
 
 
 def _part_style(part: str) -> tuple:
-    """(colour, legend word) of a part of the per-step bars."""
-    if part == "busy":
+    """(colour, legend word) of a part of the per-step bars: the overview's words."""
+    if part == BUSY:
         return BUSY_COLOUR, "busy"
-    ledger = part.removeprefix("idle_")
-    return LEDGER_COLOURS[ledger], f"idle: {LEDGER_WORDS[ledger]}"
+    return CAUSE_COLOURS[part], f"idle, cause: {part}"
 
 
-def _step_ticks(ax, steps, bins: np.ndarray, x: np.ndarray) -> None:
-    names = steps["step"].astype(str).to_numpy()
-    firsts = np.searchsorted(bins, x)
-    ticks = x[:: max(1, len(x) // 20)]
-    binned = len(x) < len(steps)
-    ax.set_xticks(ticks, [f"{names[firsts[t]]}…" if binned else names[firsts[t]] for t in ticks],
-                  fontsize=7)
-    ax.set_xlabel(f"step (each bar the mean of {len(steps) / len(x):.0f} steps)" if binned
-                  else "step")
+def thread_groups(steps) -> list:
+    """[(thread or None, its steps)], in the order of the threads' first steps: where several
+    threads have steps, each thread's steps are drawn as a run of their own (they share step
+    numbers and overlap in time); one group, None, for one thread."""
+    if "thread" not in steps.columns or steps["thread"].nunique() < 2:
+        return [(None, steps)]
+    return [(str(t), g.reset_index(drop=True))
+            for t, g in steps.groupby("thread", sort=False)]
+
+
+def _ticks(names: np.ndarray, x: np.ndarray, every: int) -> tuple:
+    """Every `every`-th of positions x, labelled by its step (a bar's first step, where a bar
+    is the mean of several: the axis label says so)."""
+    at = np.arange(0, len(x), max(1, every))
+    return x[at].tolist(), [str(names[i]) for i in at]
+
+
+def tick_every(steps, positions: int) -> int:
+    """Label every how many positions: at most 20 labels of two digits across a half-width
+    panel, 14 of three or more, so that they stay apart."""
+    most = 20 if steps["step"].astype(str).str.len().max() <= 2 else 14
+    return max(1, -(-positions // most))
+
+
+def _thread_label(ax, x: float, thread: str | None) -> None:
+    if thread is not None:
+        ax.text(x, 0.98, f"thread {thread}", transform=ax.get_xaxis_transform(), fontsize=7,
+                va="top")
 
 
 def draw_step_bars(ax, a) -> None:
-    steps = a.steps
-    bins, parts = binned_parts(steps)
-    x = np.arange(len(next(iter(parts.values()))))
-    bottom = np.zeros(len(x))
-    # One filled staircase a part (bar i spans x = i ± 0.5): four artists, not a patch a bar.
-    edges = np.arange(len(x) + 1) - 0.5
-    for part, values in parts.items():
-        colour, word = _part_style(part)
-        ax.stairs(bottom + values / 1e6, edges, baseline=bottom.copy(), fill=True,
-                  color=colour, label=word)
-        bottom += values / 1e6
-    _step_ticks(ax, steps, bins, x)
+    """The GPU period of each step (a bar a run of steps, MAX_BARS at most), busy and idle by
+    cause: the overview's colours; several threads' steps a run each, side by side."""
+    groups = thread_groups(a.steps)
+    shown = {BUSY} | {c for c in CAUSES if a.steps[f"idle_cause_{c}_ns"].to_numpy().any()}
+    ticks, words, offset, labelled = [], [], 0, set()
+    every = tick_every(a.steps, min(MAX_BARS, len(a.steps)))
+    for thread, steps in groups:
+        most = max(1, MAX_BARS * len(steps) // len(a.steps))
+        bins, parts = binned_parts(steps, most)
+        x = offset + np.arange(len(parts[BUSY]))
+        edges = np.append(x - 0.5, x[-1] + 0.5)
+        bottom = np.zeros(len(x))
+        # One filled staircase a part (bar i spans x = i ± 0.5): a few artists, not a bar each.
+        for part in (BUSY, *CAUSES):
+            if part not in shown:
+                continue
+            colour, word = _part_style(part)
+            values = parts[part] / 1e6
+            ax.stairs(bottom + values, edges, baseline=bottom.copy(), fill=True, color=colour,
+                      label=None if part in labelled else word)
+            labelled.add(part)
+            bottom += values
+        firsts = np.searchsorted(bins, np.arange(len(x)))
+        at, text = _ticks(steps["step"].to_numpy()[firsts], x, every)
+        ticks, words = ticks + at, words + text
+        _thread_label(ax, offset - 0.4, thread)
+        offset += len(x) + 1
+    binned = max(len(g) for _, g in groups) > MAX_BARS // len(groups)
+    ax.set_xticks(ticks, words, fontsize=7)
+    per_bar = f" (each bar the mean of {len(a.steps) / (offset - len(groups)):.0f} steps)"
+    ax.set_xlabel("step" + (per_bar if binned else ""))
     ax.set_ylabel("ms")
-    ax.set_title("per step: the GPU period, busy and idle by ledger part", pad=22, fontsize=10)
+    ax.set_ylim(0, ax.get_ylim()[1] * (1.12 if len(groups) > 1 else 1))
+    ax.set_title("per step: the GPU period, busy and idle by cause" +
+                 (", thread by thread" if len(groups) > 1 else ""), pad=22, fontsize=10)
     legend_above(ax)
 
 
 def gap_histogram(gaps) -> tuple:
-    """(log-spaced bin edges in µs, {cause: counts}) of the gap lengths, causes with gaps only."""
-    lengths_us = gaps["gap_ns"].to_numpy() / 1e3
+    """(log-spaced bin edges in µs, {cause: counts}, {cause: ns}) of the gap lengths: how many
+    gaps of each length, and how much idle time they hold; causes with gaps only."""
+    gap_ns = gaps["gap_ns"].to_numpy()
+    lengths_us = gap_ns / 1e3
     edges = np.logspace(np.log10(max(lengths_us.min(), 1e-3)),
                         np.log10(lengths_us.max()) + 1e-9, HIST_BINS + 1)
     codes = gaps["cause"].cat.codes.to_numpy()
     which = np.clip(np.searchsorted(edges, lengths_us, side="right") - 1, 0, HIST_BINS - 1)
-    counts = np.bincount(codes.astype(np.int64) * HIST_BINS + which,
-                         minlength=len(CAUSES) * HIST_BINS).reshape(len(CAUSES), HIST_BINS)
-    return edges, {c: counts[i] for i, c in enumerate(CAUSES) if counts[i].any()}
+    cell = codes.astype(np.int64) * HIST_BINS + which
+    size = len(CAUSES) * HIST_BINS
+    counts = np.bincount(cell, minlength=size).reshape(len(CAUSES), HIST_BINS)
+    times = np.bincount(cell, weights=gap_ns, minlength=size).reshape(len(CAUSES), HIST_BINS)
+    kept = [i for i, _ in enumerate(CAUSES) if counts[i].any()]
+    return (edges, {CAUSES[i]: counts[i] for i in kept},
+            {CAUSES[i]: times[i] for i in kept})
 
 
 def draw_gap_histogram(ax, a) -> None:
+    """Where the idle time is: the gaps by length (log bins), each bin's height the idle time
+    its gaps hold (ms a step), by cause; the legend says each cause's gaps and share of the
+    idle time. A few long sync gaps then stand beside thousands of short queued ones."""
     gaps = a.gaps
     if gaps.empty:
         ax.text(0.5, 0.5, "no gaps", ha="center")
         return
-    edges, counts = gap_histogram(gaps)
+    edges, counts, times = gap_histogram(gaps)
+    steps = max(len(a.steps), 1)
+    idle = sum(t.sum() for t in times.values())
     bottom = np.zeros(HIST_BINS)
-    for cause, n in counts.items():
-        ax.stairs(bottom + n, edges, baseline=bottom, fill=True, color=CAUSE_COLOURS[cause],
-                  label=f"idle, cause: {cause}")
-        bottom += n
+    for cause, t in times.items():
+        n = int(counts[cause].sum())
+        ax.stairs(bottom + t / steps / 1e6, edges, baseline=bottom.copy(), fill=True,
+                  color=CAUSE_COLOURS[cause],
+                  label=f"{cause}: {n} gap{'s' if n != 1 else ''}, {_share(t.sum() / idle)}")
+        bottom += t / steps / 1e6
     ax.set_xscale("log")
+    # Plain numbers at 1, 2, 5 of each decade where the lengths span few decades (one label
+    # alone reads as no scale), at the powers of ten where they span many.
+    few = np.log10(edges[-1] / edges[0]) < 3
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5) if few else (1,)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("gap length (µs)")
-    ax.set_ylabel("gaps")
-    ax.set_title(f"{len(gaps)} idle gaps by length and cause", pad=22, fontsize=10)
+    ax.set_xlabel(f"gap length (µs), {len(gaps)} gaps")
+    ax.set_ylabel("idle ms per step, in the bin")
+    ax.set_title("where the idle time is: gaps by length, by the time they hold", pad=22,
+                 fontsize=10)
     legend_above(ax)
+
+
+def _share(share: float) -> str:
+    """A share of the idle time for a legend: never "0%" for some time."""
+    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
 
 
 def _series(steps, column: str, scale: float) -> np.ndarray:
@@ -144,28 +202,39 @@ def _series(steps, column: str, scale: float) -> np.ndarray:
 def draw_twin(axes: tuple, a, untraced_ms_per_step: float | None) -> None:
     """The traced GPU period and bubble of each step beside the untraced twin's (CUDA events in
     a run without the profiler, where the run has untraced_steps.json); else the period beside
-    the untraced ms/step of run.json (the bench's, over whole runs)."""
+    the untraced ms/step of run.json (the bench's, over whole runs). Several threads' steps a
+    run each, as the bars draw them."""
     left, right = axes
-    steps = a.steps
-    x = np.arange(len(steps))
-    twin = "untraced_period_ns" in steps.columns
+    twin = "untraced_period_ns" in a.steps.columns
+    groups = thread_groups(a.steps)
+    every = tick_every(a.steps, len(a.steps))
     for ax, column, scale, unit in ((left, "period_ns", 1e6, "ms"),
                                     (right, "bubble_ns", 1e3, "µs")):
-        ax.plot(x, _series(steps, column, scale), marker="o", markersize=3, color=TRACED_COLOUR,
-                label=TRACED)
-        if twin:
-            ax.plot(x, _series(steps, f"untraced_{column}", scale), marker="s", markersize=3,
-                    color=UNTRACED_COLOUR, label=f"{UNTRACED} (twin: CUDA events)")
+        ticks, words, offset = [], [], 0
+        for i, (thread, steps) in enumerate(groups):
+            x = offset + np.arange(len(steps))
+            ax.plot(x, _series(steps, column, scale), marker="o", markersize=3,
+                    color=TRACED_COLOUR, label=TRACED if i == 0 else None)
+            if twin:
+                ax.plot(x, _series(steps, f"untraced_{column}", scale), marker="s",
+                        markersize=3, color=UNTRACED_COLOUR,
+                        label=f"{UNTRACED} (twin: CUDA events)" if i == 0 else None)
+            at, text = _ticks(steps["step"].to_numpy(), x, every)
+            ticks, words = ticks + at, words + text
+            _thread_label(ax, offset - 0.4, thread)
+            offset += len(steps) + 1
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
-        ax.set_xticks(x[:: max(1, len(x) // 20)],
-                      steps["step"].astype(str).to_numpy()[:: max(1, len(x) // 20)], fontsize=7)
+        ax.set_xticks(ticks, words, fontsize=7)
         ax.set_xlabel("step")
     if not twin and untraced_ms_per_step:
         left.axhline(untraced_ms_per_step, color=UNTRACED_COLOUR, linestyle="--",
                      label=f"{UNTRACED} ms/step (run.json: the bench's whole runs)")
-        top = np.nanmax(np.append(_series(steps, "period_ns", 1e6), untraced_ms_per_step))
+        top = np.nanmax(np.append(_series(a.steps, "period_ns", 1e6), untraced_ms_per_step))
         left.set_ylim(0, top * 1.1)
+    if len(groups) > 1:
+        for ax in axes:
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
     left.set_title("per step: the GPU period, traced and untraced", pad=22, fontsize=10)
     right.set_title("per step: the bubble between steps, traced and untraced" if twin else
                     "per step: the bubble between steps, traced (untraced: no twin per step)",
@@ -184,7 +253,9 @@ def draw_step_metrics(ax, a) -> None:
                     color=METRIC_COLOURS[column], label=word)
     m = a.summary["gpu_metrics"]
     peak = "" if m["dram_peak_gbps"] is None else f" (DRAM peak {m['dram_peak_gbps']:.0f} GB/s)"
-    ax.set_xticks(x, [str(s) for s in steps["step"]], fontsize=7)
+    # A full-width panel: twice the labels of a half-width one.
+    at, text = _ticks(steps["step"].to_numpy(), x, tick_every(steps, len(steps)) // 2 or 1)
+    ax.set_xticks(at, text, fontsize=7)
     ax.set_ylim(0, 100)
     ax.set_xlabel("step")
     ax.set_ylabel("% of peak (time-weighted)")
@@ -220,7 +291,7 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
     # figure twice (a third of the time of a report on a million ops).
     height = 3.6 * rows
     fig = new_figure(figsize=(13, height))
-    grid = fig.add_gridspec(rows, 2, left=0.09, right=0.99, bottom=0.5 / height,
+    grid = fig.add_gridspec(rows, 2, left=0.105, right=0.99, bottom=0.5 / height,
                             top=1 - 0.95 / height, hspace=0.62, wspace=0.2)
     window = zoom_window(a)
     draw_overview(fig.add_subplot(grid[0, :]), a, None if window is None else window[:2])
@@ -237,71 +308,4 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
         draw_step_metrics(fig.add_subplot(grid[rows - 1, :]), a)
     fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}",
                  y=1 - 0.2 / height)
-    return fig
-
-
-BUBBLE_SERIES = (("node_bubble_ns", f"{TRACED}, node-level", TRACED_COLOUR),
-                 ("graph_bubble_ns", f"{TRACED}, graph-level", TRACED_GRAPH_COLOUR),
-                 ("untraced_bubble_ns", f"{UNTRACED} (CUDA events)", UNTRACED_COLOUR))
-
-
-def plot_bubbles(path, sweep, batch: int) -> None:
-    bubbles_figure(sweep, batch).savefig(path, dpi=DPI)
-
-
-def bubbles_figure(sweep, batch: int) -> Figure:
-    """Grouped bars: each variant's median inter-step bubble at one batch, as a node-level
-    capture, a graph-level capture and the untraced twin saw it (analysis.study.observer.sweep)."""
-    rows = sweep[sweep["batch"] == batch].reset_index(drop=True)
-    x = np.arange(len(rows))
-    width = 0.27
-    fig = new_figure(figsize=(9, 3.6))
-    ax = fig.subplots()
-    for i, (column, label, color) in enumerate(BUBBLE_SERIES):
-        values = [v / 1e3 if column in rows and v == v and v is not None else 0
-                  for v in (rows[column] if column in rows else [None] * len(rows))]
-        ax.bar(x + (i - 1) * width, values, width, label=label, color=color)
-    ax.set_xticks(x, rows["variant"], rotation=20)
-    ax.set_ylabel("bubble median (µs)")
-    ax.set_title(f"How much of the bubble is the profiler's (batch {batch}, H200)")
-    ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_hardware(table, path) -> None:
-    hardware_figure(table).savefig(path, dpi=DPI)
-
-
-def hardware_figure(table) -> Figure:
-    """compare's hardware table (analysis/render/hardware.py) as two panels, one row a run: the
-    untraced step beside its bandwidth floor, and how hard the GPU worked (SMs active, DRAM read,
-    % of the floor reached)."""
-    # A run without a config label has NaN there (pandas' string column), not None.
-    labels = [c if isinstance(c, str) and c else lab
-              for c, lab in zip(table["config_label"], table["label"], strict=True)]
-    y = np.arange(len(labels))
-    fig = new_figure(figsize=(11, 0.5 * len(labels) + 1.6))
-    left, right = fig.subplots(1, 2, sharey=True)
-
-    def values(column):
-        return table[column].astype("float64").fillna(0).to_numpy()
-
-    left.barh(y, values("untraced_ms_per_step"), color=UNTRACED_COLOUR,
-              label=f"{UNTRACED} step")
-    left.barh(y, values("floor_ms_per_step"), height=0.35, color=FLOOR_COLOUR, label=FLOOR)
-    left.set_xlabel("ms per step")
-    left.legend(loc="lower right", fontsize=8)
-    for offset, column, color, name in (
-            (-0.27, "sm_active_pct", METRIC_COLOURS["sm_active_pct"], "SMs active"),
-            (0.0, "dram_read_pct", METRIC_COLOURS["dram_read_pct"], "DRAM read"),
-            (0.27, "floor_pct", FLOOR_COLOUR, f"% of the {FLOOR}")):
-        right.barh(y + offset, values(column), height=0.27, color=color, label=name)
-    right.set_xlim(0, 100)
-    right.set_xlabel("% (of peak; of the floor)")
-    right.legend(loc="lower right", fontsize=8)
-    left.set_yticks(y, labels)
-    left.invert_yaxis()
-    fig.suptitle("How hard the GPU works, per run (GPU metrics, untraced step time)")
-    fig.tight_layout()
     return fig

@@ -23,6 +23,8 @@ COLUMNS = 1000
 # CUDA graph's step is one or two ops of a millisecond).
 ZOOM_OPS = 8
 ZOOM_PERIOD_SHARE = 0.15
+# Steps as typical as the most typical ones, to this share of their median periods.
+TYPICAL_SHARE = 0.05
 
 
 # The host row's label, by where the steps came from (summary.steps_from).
@@ -34,6 +36,64 @@ def step_row(a) -> str:
     return STEP_ROW.get(a.summary.get("steps_from"), "NVTX steps (host)")
 
 
+def gpu_row(a) -> str:
+    """The row of each step's GPU span (its first op's start to its last op's end)."""
+    return "steps on the GPU"
+
+
+def of_thread(steps) -> str:
+    """` of thread T` where several threads have steps (the timeline draws one thread's), else
+    nothing."""
+    if "thread" in steps.columns and steps["thread"].nunique() > 1:
+        return f" of thread {one_thread(steps)['thread'].iloc[0]}"
+    return ""
+
+
+# The overview's rows above its 0-100% axis: the steps' GPU spans, then their host ranges.
+GPU_ROW_Y, HOST_ROW_Y, ROW_HEIGHT = 1.04, 1.2, 0.13
+# A step's name is written in its bar where the bar is this share of the window wide, and wide
+# enough for the name (a character of 8 pt is about this share of the axes' width).
+LABEL_SHARE, CHAR_SHARE = 0.04, 0.0055
+
+
+def _spans(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple:
+    """The spans overlapping [lo, hi], clipped to it: (which, clipped start, clipped end)."""
+    inside = (end > lo) & (start < hi)
+    return inside, np.maximum(start, lo)[inside], np.minimum(end, hi)[inside]
+
+
+def draw_step_rows(ax, steps, lo: int, hi: int, scale: float, gpu_y: float, host_y: float,
+                   height: float) -> None:
+    """Every step overlapping [lo, hi], clipped to it, in two rows: its GPU span at gpu_y and
+    its host range at host_y, each named where its bar is wide enough; steps whose GPU spans
+    overlap (a pipelined loop) share the row in lanes. x in units of `scale` ns from lo."""
+    from ..render.perfetto import lanes
+
+    names = steps["name"].astype(str).to_numpy()
+    width = hi - lo
+    rows = ((steps["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan),
+             steps["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan), gpu_y),
+            (steps["cpu_start"].to_numpy(np.float64), steps["cpu_end"].to_numpy(np.float64),
+             host_y))
+    for start, end, y in rows:
+        known = ~np.isnan(start)
+        which, s0, s1 = _spans(start[known], end[known], lo, hi)
+        if not len(s0):
+            continue
+        lane = lanes(s0.astype(np.int64), s1.astype(np.int64))
+        count = int(lane.max()) + 1
+        for k in range(count):
+            mine = lane == k
+            h = height / count
+            ax.broken_barh(list(zip((s0[mine] - lo) / scale, (s1[mine] - s0[mine]) / scale,
+                                    strict=True)),
+                           (y + k * h, h), color=NVTX_COLOUR, edgecolor="black", linewidth=0.6)
+            for a, b, name in zip(s0[mine], s1[mine], names[known][which][mine], strict=True):
+                if (b - a) >= max(LABEL_SHARE, CHAR_SHARE * (len(name) + 1)) * width:
+                    ax.text((a - lo) / scale + width / scale * 0.004, y + (k + 0.5) * h, name,
+                            va="center", fontsize=8 if count == 1 else 6, clip_on=True)
+
+
 def one_thread(steps):
     """The steps of one thread (the one with most steps) where several have steps: theirs
     overlap in time, so a timeline of steps in a row draws one sequence."""
@@ -43,11 +103,34 @@ def one_thread(steps):
     return steps
 
 
+def typical_first(steps) -> int:
+    """The first of TIMELINE_STEPS consecutive steps that read as the run's steps do: their
+    periods add up nearest to as many median periods, and the bubble after the first is nearest
+    the median bubble (not the pause between two generate() calls, say); the nearest the middle
+    of the window among those about as typical, and never the first step (often slower) where
+    there are more."""
+    n = len(steps)
+    if n <= TIMELINE_STEPS:
+        return 0
+    period = steps["period_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    bubble = steps["bubble_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    starts = np.arange(1, n - TIMELINE_STEPS + 1)
+    sums = np.array([period[i:i + TIMELINE_STEPS].sum() for i in starts])
+    score = (np.abs(sums - TIMELINE_STEPS * np.nanmedian(period))
+             + np.abs(bubble[starts + 1] - np.nanmedian(bubble)))
+    score = np.where(np.isnan(score), np.inf, score)
+    # Typical: within TYPICAL_SHARE of the steps' time of the most typical; of those, the
+    # nearest the middle.
+    typical = score <= score.min() + TYPICAL_SHARE * TIMELINE_STEPS * np.nanmedian(period)
+    middle = np.abs(starts - (n // 2 - 1))
+    return int(starts[typical][np.argmin(middle[typical])])
+
+
 def timeline_steps(steps) -> tuple:
-    """A few steps from the middle of the window, away from the first (often slower) one; of
-    one thread, where several have steps."""
+    """A few typical steps (typical_first) from the window; of one thread, where several have
+    steps."""
     steps = one_thread(steps)
-    first = min(max(len(steps) // 2 - 1, 0), max(len(steps) - TIMELINE_STEPS, 0))
+    first = typical_first(steps)
     chosen = steps.iloc[first:first + TIMELINE_STEPS]
     lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
     hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
@@ -71,8 +154,9 @@ def binned_timeline(ops, gaps, lo: int, hi: int, columns: int = COLUMNS) -> tupl
 
 
 def draw_overview(ax, a, zoom: tuple | None = None) -> None:
-    """The middle steps binned to pixel columns: stacked shares of busy and idle by cause, the
-    NVTX steps above; `zoom` (lo, hi) outlined."""
+    """The middle steps binned to pixel columns: stacked shares of busy and idle by cause, each
+    step's GPU span and host range above, named (so the GPU work at either edge says which
+    step it is); `zoom` (lo, hi) outlined."""
     chosen, lo, hi = timeline_steps(a.steps)
     edges, parts = binned_timeline(a.ops, a.gaps, lo, hi)
     width = np.diff(edges).astype(np.float64)
@@ -90,21 +174,21 @@ def draw_overview(ax, a, zoom: tuple | None = None) -> None:
         ax.fill_between(x, np.append(bottom, bottom[-1]), np.append(top, top[-1]), step="post",
                         color=colour, label=label, linewidth=0)
         bottom = top
-    rel = (chosen["cpu_start"].to_numpy(np.int64) - lo) / 1e6
-    ax.broken_barh(list(zip(rel, chosen["cpu_ns"].to_numpy(np.int64) / 1e6, strict=True)),
-                   (1.06, 0.18), color=NVTX_COLOUR, edgecolor="black", linewidth=0.6)
-    for start, name in zip(rel, chosen["name"].astype(str), strict=True):
-        ax.text(start + (hi - lo) / 1e6 * 0.004, 1.15, name, va="center", fontsize=8)
+    draw_step_rows(ax, one_thread(a.steps), lo, hi, 1e6, GPU_ROW_Y, HOST_ROW_Y, ROW_HEIGHT)
     if zoom is not None:
         z0, z1 = (zoom[0] - lo) / 1e6, (zoom[1] - lo) / 1e6
         ax.add_patch(_outline(ax, z0, z1))
-        ax.text(z1, 1.01, " zoomed below", fontsize=7, va="bottom")
+        ax.text(z1, 0.97, " zoomed below", fontsize=7, va="top", zorder=6,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     ax.set_xlim(0, (hi - lo) / 1e6)
-    ax.set_ylim(0, 1.26)
-    ax.set_yticks([0, 0.5, 1, 1.15], ["0%", "50%", "100%", step_row(a)], fontsize=8)
+    ax.set_ylim(0, HOST_ROW_Y + ROW_HEIGHT + 0.02)
+    ax.set_yticks([0, 0.5, 1, GPU_ROW_Y + ROW_HEIGHT / 2, HOST_ROW_Y + ROW_HEIGHT / 2],
+                  ["0%", "50%", "100%", gpu_row(a), step_row(a)], fontsize=8)
     ax.set_xlabel("ms")
-    ax.set_title(f"{len(chosen)} steps on the GPU, binned to {len(width)} columns: the share "
-                 "of each column's time busy, or idle by the cause of its gap", pad=22,
+    names = chosen["name"].astype(str).tolist()
+    which = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
+    ax.set_title(f"{which}{of_thread(a.steps)}, binned to {len(width)} columns: the share of "
+                 "each column's time the GPU was busy, or idle by the cause of its gap", pad=22,
                  fontsize=10)
     legend_above(ax)
 
@@ -117,13 +201,13 @@ def _outline(ax, x0: float, x1: float):
 
 
 def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
-    """(lo, hi, step before, step after) around the bubble between the two middle steps: from
-    the start of the `ops_each_side`-th op before it to the end of as many ops after it, at most
-    ZOOM_PERIOD_SHARE of the median period on either side."""
+    """(lo, hi, step before, step after) around the bubble between the first two steps of the
+    overview (timeline_steps): from the start of the `ops_each_side`-th op before it to the end
+    of as many ops after it, at most ZOOM_PERIOD_SHARE of the median period on either side."""
     steps = one_thread(a.steps)
     if len(steps) < 2 or a.ops.empty:
         return None
-    k = max(len(steps) // 2 - 1, 0)
+    k = min(typical_first(steps), len(steps) - 2)
     before, after = steps.iloc[k], steps.iloc[k + 1]
     order = np.argsort(a.ops["start"].to_numpy(), kind="stable")
     start, end = a.ops["start"].to_numpy()[order], a.ops["end"].to_numpy()[order]
@@ -140,7 +224,7 @@ def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
 
 def draw_zoom(ax, a, window: tuple) -> None:
     """The ops around one step boundary, one row a stream, the gaps shaded by cause behind
-    them, the NVTX steps above."""
+    them, the steps' GPU spans and host ranges above (every step in the window, named)."""
     lo, hi, before, after = window
 
     def rel_us(t):
@@ -165,20 +249,15 @@ def draw_zoom(ax, a, window: tuple) -> None:
                            color=CAUSE_COLOURS[c], linewidth=0, zorder=1,
                            label=f"idle, cause: {c}")
     top = len(streams)
-    for step in (before, after):
-        s0, s1 = max(int(step["cpu_start"]), lo), min(int(step["cpu_end"]), hi)
-        if s1 > s0:
-            ax.broken_barh([(rel_us(s0), (s1 - s0) / 1e3)], (top + 0.2, 0.6), color=NVTX_COLOUR,
-                           edgecolor="black", linewidth=0.6)
-            ax.text(rel_us(s0) + (hi - lo) / 1e3 * 0.005, top + 0.5, str(step["name"]),
-                    va="center", fontsize=8)
-    ax.set_yticks([i + 0.5 for i in range(top + 1)],
-                  [f"stream {s}" for s in streams] + [step_row(a)], fontsize=8)
-    ax.set_ylim(0, top + 1)
+    draw_step_rows(ax, one_thread(a.steps), lo, hi, 1e3, top + 0.1, top + 1.1, 0.8)
+    ax.set_yticks([i + 0.5 for i in range(top + 2)],
+                  [f"stream {s}" for s in streams] + [gpu_row(a), step_row(a)], fontsize=8)
+    ax.set_ylim(0, top + 2)
     ax.set_xlim(0, (hi - lo) / 1e3)
     ax.set_xlabel("µs")
     ax.set_title(f"zoom: the last ops of {before['name']} and the first of {after['name']} on "
-                 "the GPU, the bubble between them; gaps shaded by cause", pad=22, fontsize=10)
+                 f"the GPU{of_thread(a.steps)}, the bubble between them; gaps shaded by cause",
+                 pad=22, fontsize=10)
     legend_above(ax)
 
 

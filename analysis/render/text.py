@@ -200,8 +200,7 @@ def to_text(label: str, analyses: list, schema: str, more=None) -> str:
 
 # The syncs table's text: the sites that block longest, then how many more there are.
 SYNC_SITES_SHOWN = 3
-SYNC_HINT = ("capture with `gapscope profile` (or scripts/profile.sh) to name the lines: it "
-             "marks each sync")
+SYNC_HINT = "capture with `gapscope profile` to name the lines: it marks each sync"
 
 
 def short_path(path: str) -> str:

@@ -81,7 +81,7 @@ def kernels_per_step(a) -> float:
     graph replays)."""
     ops = a.ops[a.ops["step"] >= 0]
     counts = ops[ops["kind"] == KERNEL].groupby("step").size()
-    return float(counts.reindex(range(len(a.steps)), fill_value=0).median())
+    return float(counts.reindex(a.steps["step"], fill_value=0).median())
 
 
 STUDY_IN_PATH = re.compile(r"(study-\d{8}T\d{6}Z)")

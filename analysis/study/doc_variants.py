@@ -33,7 +33,7 @@ def _capture(root: Path, name: str):
 def _per_step(a, kind: str) -> float:
     ops = a.ops[a.ops["step"] >= 0]
     return float((ops["kind"] == kind).groupby(ops["step"]).sum()
-                 .reindex(range(len(a.steps)), fill_value=0).median())
+                 .reindex(a.steps["step"].unique(), fill_value=0).median())
 
 
 def graphed_shows(root: Path) -> str:

@@ -169,7 +169,7 @@ def made_line(root: Path) -> str:
 
 
 def hardware_sections(root: Path, fig: Path | None) -> list:
-    from ..render.plots import plot_hardware
+    from ..render.plots_runs import plot_hardware
 
     t = hardware_rows(root)
     if t.empty:

@@ -18,7 +18,8 @@ from ..measures.kernels import kernel_table, op_names, step_row
 from ..readers.nsys import read_full_names
 from ..readers.runs import trace_in
 from ..render.markdown import frame_md_table
-from ..render.plots import plot_analysis, plot_bubbles
+from ..render.plots import plot_analysis
+from ..render.plots_runs import plot_bubbles
 from ..study import observer, observer_text
 from ..study.benches import (
     benches,

@@ -1,0 +1,81 @@
+"""One step of an analysis on its own, for a notebook (`a.step(40)`): its row of the per-step
+table, its GPU ops with their names, the idle gaps in its period, and a line that says it.
+
+    Step 40 (thread python3): GPU period 8.191 ms, busy 1.474 ms, bubble 57.8 µs; 392 op
+    records; 391 gaps: sync 0.000, host 6.547, queued 0.190 ms
+"""
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..errors import TraceError
+from ..measures.gaps import CAUSES
+from ..measures.steps import thread_labels
+from ..readers.trace import OP_KIND_NAMES, op_names
+
+
+@dataclass(frozen=True, eq=False)
+class StepView:
+    """row: the step's row of `steps` (a Series); ops: its GPU ops (the columns of
+    Analysis.ops, with `name` and `kind` as text); gaps: the gaps inside its period (the rows
+    of Analysis.gaps whose step it is)."""
+
+    row: pd.Series
+    ops: pd.DataFrame
+    gaps: pd.DataFrame
+
+    def __repr__(self) -> str:
+        r = self.row
+
+        def ms(v):
+            return "n/a" if pd.isna(v) else f"{v / 1e6:.3f} ms"
+
+        bubble = "n/a" if pd.isna(r["bubble_ns"]) else f"{r['bubble_ns'] / 1e3:.1f} µs"
+        idle = self.gaps.groupby("cause", observed=False)["gap_ns"].sum()
+        causes = ", ".join(f"{c} {idle.get(c, 0) / 1e6:.3f}" for c in CAUSES
+                           if c != "unknown" or idle.get(c, 0))
+        return (f"{r['name']} (thread {r['thread']}): GPU period {ms(r['period_ns'])}, busy "
+                f"{ms(r['busy_ns'])}, bubble {bubble}; {len(self.ops)} op records; "
+                f"{len(self.gaps)} gaps: {causes} ms")
+
+
+def named(ops: pd.DataFrame, strings: dict) -> pd.DataFrame:
+    """The ops with `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`) and `kind` as
+    the words `kernel`, `memcpy`, `memset`, `graph`."""
+    kinds = {k: v.strip("[]") for k, v in OP_KIND_NAMES.items()}
+    return ops.assign(name=op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings),
+                      kind=ops["kind"].map(kinds))
+
+
+def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, strings: dict,
+             thread_names: dict, step: int, thread: str | None = None) -> StepView:
+    """Step number `step` (of `thread`, where several threads number their steps alike): its
+    row, its ops named, its gaps. With several threads, an op is the step's when its launch
+    thread is the step's (labelled as steps.thread_labels labels it), a gap when the op ending
+    it is (or no step's thread launched that op and the gap lies in the step's period).
+    TraceError, one line, for a step the table has not."""
+    rows = steps[steps["step"] == step]
+    if thread is not None:
+        rows = rows[rows["thread"] == thread]
+    if rows.empty:
+        have = steps["step"]
+        raise TraceError(f"step {step}{f' of thread {thread}' if thread else ''}: the steps "
+                         f"are {have.min()} to {have.max()} ({len(have)} of them)")
+    if len(rows) > 1:
+        raise TraceError(f"step {step}: {len(rows)} threads have one "
+                         f"({', '.join(map(str, rows['thread']))}); pass thread=")
+    row = rows.iloc[0]
+    mine = ops[ops["step"].to_numpy() == step]
+    own = gaps[gaps["step"].to_numpy() == step]
+    if steps["thread"].nunique() > 1:
+        # Labelled among the threads that launched the steps' ops, as the steps' threads are.
+        labels = thread_labels(ops.loc[ops["step"].to_numpy() >= 0, "tid"].unique(),
+                               thread_names)
+        mine = mine[mine["tid"].map(labels).to_numpy() == row["thread"]]
+        by = own["tid"].map(labels).to_numpy()
+        period = (own["start_ns"] >= row["gpu_end"] - row["period_ns"]).to_numpy() & \
+            (own["end_ns"] <= row["gpu_end"]).to_numpy()
+        own = own[(by == row["thread"]) | (~pd.Series(by).isin(steps["thread"]).to_numpy()
+                                            & period)]
+    return StepView(row, named(mine.reset_index(drop=True), strings), own.reset_index(drop=True))
