@@ -40,7 +40,8 @@ FLOOR_COLOUR = "#bd9e39"
 
 # The host table's rows (render/plots_host.py): its largest rows in these, in order, the rest
 # of them together, and the time no named code holds.
-HOST_ROW_COLOURS = ("#6baed6", "#fd8d3c", "#74c476", "#9e9ac8", "#fdd0a2", "#c6dbef",
-                    "#e7969c", "#a1d99b")
+# None of them a colour of the GPU's time (busy, a cause), the twin's or the metrics'.
+HOST_ROW_COLOURS = ("#17becf", "#bcbd22", "#8c564b", "#9edae5", "#dbdb8d", "#c49c94",
+                    "#637939", "#e7cb94")
 HOST_REST_COLOUR = "#d9d9d9"
 HOST_OTHER_COLOUR = "#525252"
