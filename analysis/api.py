@@ -4,6 +4,8 @@
 
     a = analysis.load("tests/data/runs/static")      # one Analysis (one device)
     a.summary["bubble_ns_median"], a.steps, a.gaps   # numbers and DataFrames, times in ns
+    a.host, a.summary["host"]["rows"]                # the host table: the code a step's host
+                                                     # time went to (METRICS.md, "Host time")
     a.kernels(), a.step(40), a.plot("a.png"), a.to_perfetto("a.json"), print(a.to_text())
     analysis.open_devices(path)                      # [Analysis], one a device that ran steps
     c = analysis.compare([analysis.load(p) for p in paths])   # a Comparison
@@ -22,6 +24,7 @@ import pandas as pd
 from .errors import TraceError
 from .measures import analysis as measured
 from .measures.floor import floor_summary
+from .measures.host_untraced import with_host_untraced
 from .measures.infer_loop import is_loop
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
@@ -62,10 +65,16 @@ class Analysis(measured.Analysis):
     pairs    stream_a, stream_b, concurrent_ns
     checks   start_ns, end_ns, busy_ns, cover
     ops      start, end, device, stream, corr, name_id, kind, call_start, call_end, tid, step
+    host     step_row, step, thread, name, kind, calls, python_ns, cuda_ns, sync_ns, ns,
+             forward_ns
+    host_steps  step_row, step, thread, tid, host_start, host_end, paused, host_period_ns,
+             python_ns, cuda_ns, sync_ns, forward_ns, forward_python_ns, named_ns, busy_ns
 
-    With an untraced twin, steps also has untraced_* columns; with GPU metrics, the per-step
-    metrics (sm_active_pct, dram_read_pct ...). ops' kind and name_id are codes: named_ops()
-    and kernels() give the names as text; step is the step number (-1: no step's).
+    host is the host table (METRICS.md, "Host time"): one row a step and the named code that
+    spent its host time, host_steps one row a step. With an untraced twin, steps also has
+    untraced_* columns; with GPU metrics, the per-step metrics (sm_active_pct, dram_read_pct
+    ...). ops' kind and name_id are codes: named_ops() and kernels() give the names as text;
+    step is the step number (-1: no step's).
     """
 
     def _needs(self, part: str, what: str):
@@ -217,6 +226,8 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
         # beside the other inferred steps only.
         analyses = [with_untraced(a, twin, trace) if marked(a) == (twin.numbering == "mark")
                     else a for a in analyses]
+        # The host table's twin, where the hook timed its named code (GAPSCOPE_HOST_FUNCTIONS).
+        analyses = [with_host_untraced(a, twin) for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
     analyses = [dataclasses.replace(a, summary=a.summary | {"floor": floor_summary(
         run.info, a.steps, a.summary.get("gpu_metrics"))}) for a in analyses]

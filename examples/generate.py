@@ -65,6 +65,9 @@ def main() -> int:
                    help="static: transformers compiles the decode step with CUDA graphs itself")
     p.add_argument("--warmup", type=int, default=1,
                    help="generate() calls before the timed one (compilation, allocator)")
+    p.add_argument("--sample", action="store_true",
+                   help="sample (top-k 50, top-p 0.9, temperature 0.8, repetition penalty 1.1) "
+                        "instead of greedy: generate()'s processors and warpers, each step")
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("generate: error: CUDA is not available here: pass --device cpu")
@@ -76,6 +79,9 @@ def main() -> int:
     kwargs = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False,
                   pad_token_id=model.config.eos_token_id,
                   attention_mask=torch.ones_like(prompt))
+    if args.sample:
+        kwargs |= dict(do_sample=True, top_k=50, top_p=0.9, temperature=0.8,
+                       repetition_penalty=1.1)
     if args.cache == "static":
         kwargs["cache_implementation"] = "static"
     with torch.inference_mode():

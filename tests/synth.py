@@ -285,3 +285,32 @@ def syncs_trace(scale: int = 1) -> Synth:
     t.launch(170 * x, 172 * x, 175 * x, 190 * x, name="k6")
     t.call("cudaDeviceSynchronize_v3020", 250 * x, 260 * x)  # after the steps and the window
     return t
+
+
+def host_trace(scale: int = 1) -> Synth:
+    """One thread, three function steps (a model's forward), a warper and a loop of named code
+    between them, a sync, and a pause before the last step (worked out in
+    tests/test_analysis_host.py; `scale` multiplies every time):
+
+    loop      [5 ...................................................... 100)
+    forward      [10 ...................... 60)                               [110 ..... 160)
+    warper                                        [70 ....... 90)                              ...
+    calls           [15-20) [30-38) [50-52 cap)      [75-80)     [95 sync 105)  [115-120) [130-135)
+    ops                [25-35) [40-50)                  [82-88)                 [125-140) [140-150)
+    later: the warper 170-180, a pause, a forward 400-450 (a launch 405-410, its op 415-430)
+    """
+    t = Synth()
+    x = scale
+    forward = "pkg.model.LM.forward"
+    t.range("pkg.gen.Loop.run", 5 * x, 100 * x)
+    for lo, hi in ((10, 60), (110, 160), (400, 450)):
+        t.range(forward, lo * x, hi * x)
+    for lo, hi in ((70, 90), (170, 180)):
+        t.range("pkg.gen.Warper.__call__", lo * x, hi * x)
+    for c0, c1, o0, o1 in ((15, 20, 25, 35), (30, 38, 40, 50), (75, 80, 82, 88),
+                           (115, 120, 125, 140), (130, 135, 140, 150), (405, 410, 415, 430)):
+        t.launch(c0 * x, c1 * x, o0 * x, o1 * x)
+    t.call("cudaStreamIsCapturing_v10000", 50 * x, 52 * x)
+    t.call("cuKernelGetName", 12 * x, 13 * x)  # a per-launch lookup: not read
+    t.call("cudaStreamSynchronize_v3020", 95 * x, 105 * x)
+    return t

@@ -28,11 +28,11 @@ def run(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def test_analyze_json_has_the_five_keys_and_metrics_names():
+def test_analyze_json_has_the_six_keys_and_metrics_names():
     result = run("analyze", STATIC, "--format", "json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert set(out) == {"summary", "steps", "gaps", "streams", "syncs"}
+    assert set(out) == {"summary", "steps", "gaps", "streams", "syncs", "host"}
     assert out["summary"]["window_ns"] == 180644905
     assert out["summary"]["idle_ns_by_cause"]["sync"] == 3578243
     # steps and gaps are columnar: {column: [one value a row]}
@@ -50,7 +50,7 @@ def test_analyze_json_with_several_devices_has_one_object_each(tmp_path):
     result = run("analyze", t.write(tmp_path / "t.sqlite"), "--format", "json")
     out = json.loads(result.output)
     assert set(out) == {"devices"} and set(out["devices"]) == {"0", "1"}
-    assert set(out["devices"]["1"]) == {"summary", "steps", "gaps", "streams", "syncs"}
+    assert set(out["devices"]["1"]) == {"summary", "steps", "gaps", "streams", "syncs", "host"}
     assert out["devices"]["1"]["summary"]["window_ns"] == 60
     assert out["devices"]["0"]["summary"]["window_ns"] == 130
 

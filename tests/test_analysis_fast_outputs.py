@@ -96,7 +96,8 @@ def test_the_database_written_from_scratch_files_holds_the_same_rows(monkeypatch
     scratch = tmp_path / "scratch.db"
     for _ in range(2):  # the second time replaces the rows, through the scratch files again
         assert CliRunner().invoke(main, [*args, str(scratch), *map(str, runs)]).exit_code == 0
-    assert [c[0] for c in written] == ["step", "stream"] * 4  # (gaps, streams) x 2 runs x 2
+    # (gaps, streams, host) x 2 runs x 2
+    assert [c[0] for c in written] == ["step", "stream", "step_row"] * 4
     monkeypatch.setattr(db_mod, "SCRATCH_FILES", 1)  # then the streams are bound row by row
     written.clear()
     one = tmp_path / "one.db"

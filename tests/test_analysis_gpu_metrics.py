@@ -111,14 +111,14 @@ def test_metrics_with_a_cuda_trace_average_over_each_steps_gpu_span(tmp_path):
     assert m["dram_peak_source"] == "TARGET_INFO_GPU.memoryBandwidth"
     assert m["interval"] == "gpu span"
     assert a.summary["idle_ns"] == 130 - 53  # the gap analysis is unchanged (k5 too is busy)
-    # The companion panel under the bars: a fifth axes (overview, zoom, bars, histogram, then
-    # it), SMs active per step (no DRAM series).
+    # The companion panel under the bars: a sixth axes (overview, zoom, bars, histogram, the
+    # host table's, then it), SMs active per step (no DRAM series).
     fig = analysis_figure(a, "with metrics")
-    assert len(fig.axes) == 5
-    (line,) = fig.axes[4].get_lines()
+    assert len(fig.axes) == 6
+    (line,) = fig.axes[5].get_lines()
     np.testing.assert_allclose(line.get_ydata(), [40.0, 5300 / 55])
     plot_analysis(a, "with metrics", tmp_path / "c.png")
-    assert golden.png_size(tmp_path / "c.png") == (1430, 1584)  # 13 x 14.4 in: four rows
+    assert golden.png_size(tmp_path / "c.png") == (1430, 1980)  # 13 x 18 in: five rows
 
 
 def test_a_trace_without_metrics_has_none(data_dir):

@@ -112,7 +112,10 @@ def test_other_libraries_ranges_in_the_loop_change_nothing(tmp_path):
         t.range("cub::DeviceScan::InclusiveSum", 1000 + 200 * k + 59, 1000 + 200 * k + 64)
     (a,) = analyse(tmp_path, t)
     (b,) = analyse(tmp_path, plain, name="u.sqlite")
-    assert a.steps.equals(b.steps) and a.summary == b.summary
+    # The host table names the library's ranges (its rows differ); nothing else changes.
+    assert a.steps.equals(b.steps) and (
+        {k: v for k, v in a.summary.items() if k != "host"}
+        == {k: v for k, v in b.summary.items() if k != "host"})
 
 
 def test_without_a_sync_the_steps_start_after_the_largest_recurring_host_gap(tmp_path):

@@ -87,10 +87,11 @@ def test_every_gap_is_a_slice_named_and_coloured_by_its_cause_at_its_exact_times
     assert (sync["name"], sync["args"]["start_ns"], sync["args"]["end_ns"]) == (
         "cudaStreamSynchronize", 58, 80)
     assert _names(doc, "process_name") == {(1, None): "t: host", (2, None): "t: GPU 0"}
+    # The host table's tracks (its host periods, its named code) before the blocking calls.
     assert _names(doc, "thread_name") == {
-        (1, 1): f"NVTX steps: thread {TID}", (1, 10): f"thread {TID}: blocking calls",
-        (2, 1): "steps (GPU)",
-        (2, 2): "idle gaps, by cause", (2, 10): "stream 7"}
+        (1, 1): f"NVTX steps: thread {TID}", (1, 10): f"thread {TID}: host period",
+        (1, 11): f"thread {TID}: named code", (1, 12): f"thread {TID}: blocking calls",
+        (2, 1): "steps (GPU)", (2, 2): "idle gaps, by cause", (2, 10): "stream 7"}
     assert_tracks_nest(doc)
 
 

@@ -456,3 +456,23 @@ def test_a_share_smaller_than_the_runs_spread_is_within_noise(tmp_path):
     compared = inproc(tmp_path, "compare", str(d), str(d2)).stdout
     rows = {line[:29].strip(): line[29:].split() for line in compared.splitlines()}
     assert rows["profiler's share of bubble"] == ["42.9%", "noise"]
+
+
+def test_the_twin_times_the_host_table_code_beside_the_traced_rows(function_run):
+    """The host table (tests/test_analysis_host.py): the hook names the code in both runs, here
+    torch's token choice and transformers' (not imported by this program) and the step
+    function itself (its own wrapper's, not named twice)."""
+    tmp, run, _, _ = function_run
+    names = (run / "host_functions.txt").read_text().splitlines()
+    assert record(run)["hook"]["host_functions"] == len(names)
+    assert {"torch:multinomial", "torch:argmax"} <= set(names)
+    assert "steploop:decode_step" not in names
+    doc = json.loads((run / "untraced_steps.json").read_text())
+    assert [(h["twin_run"], h["step"], sorted(h["rows"])) for h in doc["host"]] == [
+        (k, list(range(1, 21)), ["", "steploop.decode_step"]) for k in (1, 2)]
+    host = json.loads(inproc(tmp, "analyze", str(run), "--format", "json").stdout)[
+        "summary"]["host"]
+    # Both runs' steps, less any over 3x its run's median (the host clock of a shared machine).
+    assert host["untraced"]["runs"] == 2 and 20 < host["untraced"]["steps"] <= 40
+    step = next(r for r in host["rows"] if r["name"] == "steploop.decode_step")
+    assert step["untraced_ns"] is not None and 0 < step["profiler_share"] <= 1

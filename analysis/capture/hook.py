@@ -107,10 +107,29 @@ def merge(twin_dirs: list, window: list | None, numbering: str, program_window: 
                     entry |= {"key": r.get("key"), "boundaries": r.get("boundaries")}
                 runs.append(entry)
     clocks = sorted({r["clock"] for r in runs if r["clock"]})
-    return {"format": FORMAT, "source": "hook", "numbering": numbering,
-            "clock": clocks[0] if len(clocks) == 1 else clocks, "window": window,
-            "ms_per_step_median": None, "runs": runs,
-            "unplaced": program_window and not seen and numbering != "range"}
+    document = {"format": FORMAT, "source": "hook", "numbering": numbering,
+                "clock": clocks[0] if len(clocks) == 1 else clocks, "window": window,
+                "ms_per_step_median": None, "runs": runs,
+                "unplaced": program_window and not seen and numbering != "range"}
+    host = host_entries(twin_dirs)
+    if host:
+        document["host"] = host
+    return document
+
+
+def host_entries(twin_dirs: list) -> list:
+    """The twin's host times (the hook's host_times.py), every process's threads, each entry
+    with its twin run and process (readers/untraced.py, `host`)."""
+    out = []
+    for k, directory in enumerate(twin_dirs, start=1):
+        for p, path in enumerate(process_files(directory)):
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            out += [{"twin_run": k, "process": p, **entry} for entry in doc.get("host") or []
+                    if isinstance(entry, dict)]
+    return out
 
 
 def in_window(run: dict, numbering: str, first: int | None) -> dict:

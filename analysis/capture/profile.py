@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..capture import hook
+from ..capture import host_functions as hf
 from ..capture import step_functions as sf
 from ..capture.nsys import (
     EXPORT_TIMEOUT_S,
@@ -117,6 +118,30 @@ def capture(nsys_path: str, flags: list, run: Path, cmd: tuple, env: dict, mode:
         raise ProfileError(f"cannot run {nsys_path}: {e.strerror or e}") from None
 
 
+HOST_VARIABLE = "GAPSCOPE_HOST_FUNCTIONS"
+HOST_FILE = "host_functions.txt"
+
+
+def host_variables(r: Request, ok, run: Path, traced: list) -> dict:
+    """The hook's variable naming the host table's functions (host_functions.py), their list
+    kept in RUN/host_functions.txt; none with --no-host-functions. Functions nsys traces (the
+    steps, transformers' forwards) are not named twice."""
+    if r.no_host_functions or not hook.available():
+        return {}
+    transformers = ok.probe.transformers if ok.probe is not None else None
+    names = hf.host_functions(r.cmd, Path.cwd(), transformers, r.host_functions,
+                              tuple(f.spec for f in traced))
+    (run / HOST_FILE).write_text("".join(f"{n}\n" for n in names))
+    note(f"host table: {len(names)} functions named (generate()'s, torch's sampling, the "
+         f"program's own; {run / HOST_FILE})")
+    return {HOST_VARIABLE: ",".join(names)}
+
+
+def host_count(host: dict) -> int:
+    value = host.get(HOST_VARIABLE)
+    return len(value.split(",")) if value else 0
+
+
 def run_profile(r: Request) -> Captured:
     """CMD under nsys into a new run directory, exported, its steps chosen, its untraced twin
     run (module docstring); a failure raises ProfileError with its exit status."""
@@ -134,8 +159,11 @@ def run_profile(r: Request) -> Captured:
     trace = "cuda,nvtx,osrt" if r.osrt else "cuda,nvtx"
     sync_lines = not r.no_sync_lines and hook.available()
     env = dict(os.environ) | {"GAPSCOPE_RUN_DIR": str(run)}
+    host = host_variables(r, ok, run, traced)
     if sync_lines:
-        env = hook.hook_env(env, GAPSCOPE_SYNC_MARKS="1")
+        host["GAPSCOPE_SYNC_MARKS"] = "1"
+    if host and hook.available():
+        env = hook.hook_env(env, **host)
 
     def flags_for(capture_range: str) -> list:
         return capture_flags(trace, capture_range, graph_trace, delay_s, duration_s,
@@ -154,7 +182,8 @@ def run_profile(r: Request) -> Captured:
                      "step_functions": [f.spec for f in functions]},
         "hook": {"sync_marks": sync_lines,
                  "function_trace": functions_file.name if functions_file else None,
-                 "function_trace_functions": len(traced)},
+                 "function_trace_functions": len(traced),
+                 "host_functions": host_count(host)},
     }
     run_json = run / "run.json"
     write_json(run_json, record)
@@ -220,8 +249,9 @@ def run_profile(r: Request) -> Captured:
 
     why_not = "--no-twin" if r.no_twin else no_twin_reason(choice, capture_range)
     if why_not is None:
+        twin_env = {k: v for k, v in host.items() if k == HOST_VARIABLE}
         record["hook"]["twin"] = untraced_twin(cmd, run, choice, names, capture_range,
-                                                   r.twin_runs)
+                                               r.twin_runs, twin_env)
     else:
         if not r.no_twin:
             note(f"no untraced twin: {why_not}")

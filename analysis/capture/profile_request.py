@@ -41,6 +41,8 @@ class Request:
     twin_runs: int = DEFAULT_TWIN_RUNS
     no_twin: bool = False
     no_sync_lines: bool = False
+    host_functions: tuple = ()      # --host-function, beyond the ones found (host_functions.py)
+    no_host_functions: bool = False
     name: str | None = None
     traces_dir: Path = Path("traces")
 
@@ -78,7 +80,11 @@ def accept(r: Request) -> Accepted:
     if shutil.which(cmd[0]) is None:
         raise ProfileError(f"{cmd[0]}: no such program (the command after --)", 2)
     probe = None
-    if functions or step_pattern is None:
+    for spec in r.host_functions:
+        if not sf.SPEC.match(spec):
+            raise ProfileError(f"--host-function {spec!r} is not MODULE:QUALNAME (e.g. "
+                               "mypkg.decode:Decoder.sample)", 2)
+    if functions or step_pattern is None or not r.no_host_functions:
         probe = sf.probe(cmd, functions, Path.cwd(), dict(os.environ))
         try:
             for line in sf.check(functions, probe):

@@ -63,9 +63,10 @@ def inferred_marks(sqlite: Path) -> tuple:
 
 
 def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, capture_range: str,
-                  runs: int) -> dict:
-    """Runs CMD `runs` times without nsys, the hook timing the chosen steps, and merges the runs
-    into RUN/untraced_steps.json. What happened, for run.json's `hook.twin`."""
+                  runs: int, extra_env: dict | None = None) -> dict:
+    """Runs CMD `runs` times without nsys, the hook timing the chosen steps (and, `extra_env`'s
+    GAPSCOPE_HOST_FUNCTIONS, the host table's code), and merges the runs into
+    RUN/untraced_steps.json. What happened, for run.json's `hook.twin`."""
     functions = choice.functions if choice.steps_from == "function" else ()
     marks = ()
     if choice.steps_from == "inferred":
@@ -87,7 +88,7 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
     for k in range(1, runs + 1):
         directory = run / hook.TWIN_DIR / str(k)
         note(f"untraced twin {k}/{runs} (no nsys; its output in {directory}/program.log)")
-        rc = hook.run_twin(cmd, directory, steps, dict(os.environ))
+        rc = hook.run_twin(cmd, directory, steps, dict(os.environ) | (extra_env or {}))
         if rc != 0:
             note(f"warning: no untraced twin: its run {k} failed with exit code {rc}: "
                  f"{last_message(directory / 'program.log')} (all of it in "

@@ -49,8 +49,9 @@ def device_path(path: Path, device: int) -> Path:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "md"]),
               default="text", show_default=True)
 @click.option("--table", type=click.Choice(report_mod.TABLES), default="steps",
-              show_default=True, help="The table --format csv prints: one row a step, a gap "
-                                      "or a stream (and device).")
+              show_default=True, help="The table --format csv prints: one row a step, a gap, "
+                                      "a stream, a sync site, or a step's host row (and "
+                                      "device).")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Also draw the timeline, per-step bars and where the idle time is (gaps by "
                    "length) into this PNG.")

@@ -55,6 +55,11 @@ class Failed(click.ClickException):
 @click.option("--no-sync-lines", is_flag=True,
               help="Do not name the source line of each synchronizing CUDA call (torch's sync "
                    "debug mode, in the traced run).")
+@click.option("--host-function", "host_functions", multiple=True, metavar="MODULE:QUALNAME",
+              help="Name this function's host time too (repeatable): the host table times "
+                   "generate()'s functions and the program's own modules' by itself.")
+@click.option("--no-host-functions", is_flag=True,
+              help="Time no named code for the host table (its rows: the NVTX ranges alone).")
 @click.option("--name", default=None,
               help="The run directory's name after the time (default: the program's name).")
 @click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -77,6 +82,7 @@ def profile(ctx, **options):
         gapscope profile --range all --steps '^decode (\\d+)$' -- python my_loop.py
     """
     options["step_functions"] = tuple(options["step_functions"])
+    options["host_functions"] = tuple(options["host_functions"])
     try:
         done = run_profile(Request(**options))
     except ProfileError as e:

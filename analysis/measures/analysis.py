@@ -4,11 +4,12 @@ Three kinds share it, the parts a kind lacks are None (never an empty frame that
 
     kind       made by                                 has
     "trace"    a CUDA trace (nsys export, torch.prof.) summary, steps, gaps, streams, syncs,
-                                                       pairs, checks, ops, the trace
+                                                       host, host_steps, pairs, checks, ops,
+                                                       the trace
     "metrics"  nsys GPU metrics without a CUDA trace   summary (gpu_metrics), steps (host ranges)
     "stored"   a row of the results database          summary (flattened back), steps
 
-Columns: docs/METRICS.md ("Per-step table", "Gaps", "Streams", "Syncs"); times in ns.
+Columns: docs/METRICS.md ("Per-step table", "Gaps", "Streams", "Syncs", "Host time"); ns.
 """
 
 from dataclasses import dataclass, fields
@@ -30,7 +31,7 @@ class Analysis:
 
     device:  the CUDA device
     summary: the numbers `gapscope analyze --format json` prints as "summary"
-    steps, gaps, streams, syncs, pairs, checks, ops: DataFrames, times in ns
+    steps, gaps, streams, syncs, host, host_steps, pairs, checks, ops: DataFrames, times in ns
     run:     where it came from (path, label, run.json), set by analysis.open_devices
     trace:   the in-memory trace it was made from (strings, blocking calls, ranges)
     """
@@ -44,6 +45,8 @@ class Analysis:
     pairs: pd.DataFrame | None = None
     checks: pd.DataFrame | None = None
     ops: pd.DataFrame | None = None
+    host: pd.DataFrame | None = None
+    host_steps: pd.DataFrame | None = None
     kind: str = TRACE
     run: Run | None = None
     trace: Trace | None = None
@@ -72,7 +75,8 @@ class Analysis:
         parts = [f"device={self.device}", f"kind={self.kind!r}", f"label={self.label!r}",
                  f"steps={len(self.steps)}"]
         parts += [f"{f.name}={len(getattr(self, f.name))}" for f in fields(self)
-                  if f.name in ("gaps", "streams", "syncs") and getattr(self, f.name) is not None]
+                  if f.name in ("gaps", "streams", "syncs", "host")
+                  and getattr(self, f.name) is not None]
         return f"Analysis({', '.join(parts)})"
 
 

@@ -75,6 +75,9 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
             row[f"untraced_{key}"] = twin.get(key)
         row["untraced_period_spread_ms"] = _twin_spread(twin)
         row["untraced_bench_spread_ms"] = _bench_spread(run.info.get("untraced"))
+        host = s.get("host") if isinstance(s.get("host"), dict) else {}
+        row["host_period_ns_mean"] = host.get("period_ns_mean")
+        row["host_named_share"] = host.get("named_share")
         rows.append(row)
     table = pd.DataFrame(rows)
     table["traced_rank"], table["untraced_rank"] = ranks(table)

@@ -9,6 +9,7 @@ from ..errors import TraceError
 from ..measures.analysis import METRICS, Analysis
 from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from ..measures.gpu_metrics import with_step_metrics
+from ..measures.host_steps import host_analysis
 from ..measures.infer_loop import with_loop_launches
 from ..measures.intervals import Coverage
 from ..measures.stats import median, p90
@@ -101,8 +102,11 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
+    host_steps, host_rows, summary["host"] = host_analysis(trace, steps, on_device.index, ops,
+                                                           origin)
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
-                    pairs=pairs, checks=cover, ops=numbered(ops, steps))
+                    pairs=pairs, checks=cover, ops=numbered(ops, steps), host=host_rows,
+                    host_steps=host_steps)
 
 
 def numbered(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:

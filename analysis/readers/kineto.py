@@ -29,7 +29,17 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..readers.nsys_ops import match_launches
-from ..readers.trace import BLOCKING_CALLS, KERNEL, MEMCPY, MEMSET, Trace, strip_api_suffix
+from ..readers.trace import (
+    BLOCKING_CALLS,
+    GRAPH_LAUNCH_CALLS,
+    KERNEL,
+    LAUNCH_CALLS,
+    LOOKUP_CALLS,
+    MEMCPY,
+    MEMSET,
+    Trace,
+    strip_api_suffix,
+)
 
 # Categories of GPU ops; the capitalised ones are older Kineto's names (HTA reads both).
 OP_CATEGORIES = {"kernel": KERNEL, "Kernel": KERNEL, "gpu_memcpy": MEMCPY, "Memcpy": MEMCPY,
@@ -216,6 +226,9 @@ def build(path: Path, doc: dict) -> Trace:
         "tid": call_column("tid"),
     })
     blocking = [(*c[:3], n) for c, n in zip(calls, call_names, strict=True) if n in BLOCKING_CALLS]
+    # The other API calls, as the nsys reader takes them (readers/trace.py, Trace.api_calls).
+    named = BLOCKING_CALLS | LAUNCH_CALLS | LOOKUP_CALLS | GRAPH_LAUNCH_CALLS
+    api = [(*c[:3], n) for c, n in zip(calls, call_names, strict=True) if n not in named]
     schema = str(doc.get("schemaVersion", "unknown"))
     if not ((op["start"] % 1000).any() or (op["end"] % 1000).any()):
         # Older Kineto: the report says that each gap is known to about a µs (METRICS.md).
@@ -229,6 +242,7 @@ def build(path: Path, doc: dict) -> Trace:
         strings=dict(enumerate(kernel_names)),
         source="kineto",
         thread_names=names,
+        api_calls=_frame(api, ["start", "end", "tid", "name"])[["start", "end", "tid"]],
     )
 
 

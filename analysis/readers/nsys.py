@@ -4,6 +4,7 @@ The file is opened read-only (`mode=ro`): analysing a trace never changes its by
 Required tables are checked first, with the nsys option that would have recorded them.
 """
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -25,7 +26,10 @@ from ..readers.nsys_ops import (
 from ..readers.trace import (
     BLOCKING_CALLS,
     GRAPH_LAUNCH_CALLS,
+    LAUNCH_CALLS,
+    LOOKUP_CALLS,
     Trace,
+    empty_api_calls,
     empty_calls,
     empty_marks,
     strip_api_suffix,
@@ -120,25 +124,37 @@ def blocking_name_ids(strings: dict) -> dict:
     return call_name_ids(strings, BLOCKING_CALLS)
 
 
-# The blocking calls and the graph launch calls in one pass over the API table.
+# The blocking calls, the graph launch calls and the other API calls (readers/trace.py: not
+# launching ops, not per-launch lookups) in one pass over the API table, filtered by name inside
+# SQLite: in an eager capture a few a step, where the launches are hundreds.
 CALLS_SQL = """
 SELECT start, end, IFNULL(globalTid, -1), IFNULL(correlationId, -1), nameId
 FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({ids})
 """
+# A CUDA runtime or driver call's name, as StringIds holds it (`cudaStreamIsCapturing_v10000`,
+# `cuLaunchKernel`): the strings the API table's names can be, kernels' and ranges' aside. An
+# IN list of them filters faster inside SQLite than a NOT IN list of the launches.
+API_NAME = re.compile(r"^cu(?:da)?[A-Z]\w*$")
 
 
 def read_calls(con: sqlite3.Connection, strings: dict) -> tuple:
-    """(blocking calls: start, end, tid, name; graph launch calls: start, end, tid, corr)."""
+    """(blocking calls: start, end, tid, name; graph launch calls: start, end, tid, corr; the
+    other API calls: start, end, tid)."""
     blocking = blocking_name_ids(strings)
     launches = call_name_ids(strings, GRAPH_LAUNCH_CALLS)
-    sql = CALLS_SQL.format(ids=", ".join(str(i) for i in blocking | launches) or "NULL")
+    skipped = set(call_name_ids(strings, LAUNCH_CALLS | LOOKUP_CALLS))
+    wanted = [i for i, v in strings.items() if i not in skipped and API_NAME.match(v)]
+    sql = CALLS_SQL.format(ids=", ".join(str(i) for i in wanted) or "NULL")
     calls = int_frame(con.execute(sql).fetchall(), ["start", "end", "tid", "corr", "name_id"])
-    is_blocking = calls["name_id"].isin(list(blocking)).to_numpy()
+    name_id = calls["name_id"]
+    is_blocking = name_id.isin(list(blocking)).to_numpy()
+    is_graph = name_id.isin(list(launches)).to_numpy()
     block = calls[is_blocking].reset_index(drop=True)
     block["name"] = block["name_id"].map(blocking).astype(object)
-    graph = calls[~is_blocking].reset_index(drop=True)
-    return (block[["start", "end", "tid", "name"]],
-            graph[["start", "end", "tid", "corr"]])
+    graph = calls[is_graph].reset_index(drop=True)
+    other = calls[~is_blocking & ~is_graph].reset_index(drop=True)
+    return (block[["start", "end", "tid", "name"]], graph[["start", "end", "tid", "corr"]],
+            other[["start", "end", "tid"]] if len(other) else empty_api_calls())
 
 
 # The name is `text`, or the registered string through `textId` (the `nvtx` package registers).
@@ -218,10 +234,10 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         kinds = check_tables(path, tables)
         strings = read_strings(con)
         if RUNTIME_TABLE in tables:
-            blocking, graph_launches = read_calls(con, strings)
+            blocking, graph_launches, api_calls = read_calls(con, strings)
         else:  # GPU metrics without a CUDA trace
             blocking = pd.DataFrame({"start": [], "end": [], "tid": [], "name": []})
-            graph_launches = empty_calls()
+            graph_launches, api_calls = empty_calls(), empty_api_calls()
         metrics = read_gpu_metrics(con, tables)
         trace = Trace(
             path=path,
@@ -235,6 +251,7 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
             gpu_metrics=metrics,
             dram_peaks=read_dram_peaks(con, tables, sorted(metrics["device"].unique())),
             thread_names=read_thread_names(con, tables),
+            api_calls=api_calls,
         )
     except sqlite3.DatabaseError as e:
         raise TraceError(

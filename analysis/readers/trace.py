@@ -34,6 +34,25 @@ BLOCKING_CALLS = frozenset({
 # launched is a graph node (its kernels carry the launch's correlation id).
 GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
 
+# The API calls that launch GPU ops: the ops carry them (call_start, call_end, tid), so a reader
+# need not read them again as `api_calls`.
+LAUNCH_CALLS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+    "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "cudaMemcpyAsync", "cudaMemcpy2DAsync",
+    "cudaMemcpy3DAsync", "cudaMemcpyPeerAsync", "cudaMemsetAsync", "cudaMemset2DAsync",
+    "cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+    "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async",
+})
+# Lookups the CUDA runtime or a framework makes beside a launch (cuKernelGetName before each
+# cudaLaunchKernel on torch 2.11): one or more a launch, about 0.1 µs each, so as many rows as
+# the launches themselves for under 1% of a step's host time. Not read: their time stays with
+# the code around them (METRICS.md, "Host time").
+LOOKUP_CALLS = frozenset({
+    "cuKernelGetName", "cuKernelGetFunction", "cuKernelGetAttribute", "cuKernelSetAttribute",
+    "cuFuncGetAttribute", "cuFuncSetAttribute", "cuFuncGetName", "cuGetProcAddress",
+    "cuLibraryGetKernel", "cudaGetLastError", "cudaPeekAtLastError",
+})
+
 # `cudaLaunchKernel_v7000`, `cuMemcpyDtoH_v2`, per-thread default stream `_ptsz`/`_ptds`.
 _API_SUFFIX = re.compile(r"(?:_v\d+|_ptsz|_ptds)+$")
 
@@ -52,6 +71,11 @@ def op_names(kind: np.ndarray, name_id: np.ndarray, strings: dict) -> np.ndarray
 
 def empty_calls() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in ("start", "end", "tid", "corr")})
+
+
+def empty_api_calls() -> pd.DataFrame:
+    return pd.DataFrame({"start": pd.Series(dtype=np.int64), "end": pd.Series(dtype=np.int64),
+                         "tid": pd.Series(dtype=np.int64)})
 
 
 def empty_marks() -> pd.DataFrame:
@@ -82,7 +106,10 @@ class Trace:
     `marks`: NVTX marks (instant events), start, tid, name; gapscope's hook names each
     synchronizing call's Python line so (analysis.measures.syncs); empty where the reader has none.
     `thread_names`: thread (a `tid` as above) -> the name the capture recorded for it (the OS
-    thread's name), for the threads that have one."""
+    thread's name), for the threads that have one. `api_calls`: the other CUDA API calls (start,
+    end, tid): neither blocking, nor launching an op (the ops hold those), nor per-launch
+    lookups (LOOKUP_CALLS); with the ops' launch calls and the blocking calls, the host's time
+    in the CUDA API (measures/host.py). Empty where the reader has none."""
 
     path: Path
     schema_version: str
@@ -96,3 +123,4 @@ class Trace:
     dram_peaks: dict = field(default_factory=dict)
     marks: pd.DataFrame = field(default_factory=empty_marks)
     thread_names: dict = field(default_factory=dict)
+    api_calls: pd.DataFrame = field(default_factory=empty_api_calls)

@@ -18,6 +18,16 @@ trace: step j from the thread's j-th boundary to the next, each run with the `ke
 `thread` (its Python name) and `thread_order` (0 for the process's first thread to make a step,
 1 for the next...), plus `twin_run` and `process` (which run of the program, which of its
 processes). Files without them read as before: one thread, steps by number.
+
+Where the twin also timed the host table's named code (GAPSCOPE_HOST_FUNCTIONS), `host` holds
+one entry per twin run, process and thread, on the host clock from its first step's start:
+
+    "host": [{"twin_run": 1, "process": 0, "thread": "MainThread", "step": [1, 2, ...],
+              "start_ns": [...], "end_ns": [...], "next_ns": [... or null],
+              "rows": {"NAME": {"in": [ns a step], "after": [...]}, "": {...}}}]
+
+`in` is a row's exclusive time while the step is open, `after` from its end to the next step's
+start; "" is the time no named code held (measures/host_untraced.py).
 """
 
 import json
@@ -51,6 +61,8 @@ class UntracedSteps:
     # "range": step numbers are the traced ones; "order": the k-th call of the thread; "mark":
     # step j runs from the thread's j-th boundary of its key to the next.
     numbering: str = "range"
+    # The host table's twin: one row a sequence, step and row (HOST_COLUMNS); None without.
+    host: pd.DataFrame | None = None
 
 
 def _fail(path: Path, what: str):
@@ -147,6 +159,7 @@ def read_untraced_steps(path) -> UntracedSteps:
         and not isinstance(ms, bool) else None,
         steps=steps[["run", *steps.columns.drop("run")]],
         numbering=numbering,
+        host=read_host(path, data.get("host")),
     )
 
 
@@ -158,6 +171,44 @@ def _marks(path: Path, i: int, run: dict) -> tuple:
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
         _fail(path, f"runs[{i}].boundaries is not a whole number >= 0")
     return key, count
+
+
+HOST_COLUMNS = ["sequence", "thread", "step", "start_ns", "end_ns", "next_ns", "name", "in_ns",
+                "after_ns"]
+
+
+def read_host(path: Path, entries) -> pd.DataFrame | None:
+    """The twin's host times (module docstring) as one long frame: `sequence` numbers the
+    entries (a twin run's process's thread), `next_ns` is -1 where no step follows."""
+    if entries is None:
+        return None
+    if not isinstance(entries, list):
+        _fail(path, "host is not a list")
+    frames = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("rows"), dict):
+            _fail(path, f"host[{i}] is not an object with rows")
+        step, start, end = (_ints(path, i, k, entry.get(k)) for k in RUN_COLUMNS)
+        follow = entry.get("next_ns")
+        if not isinstance(follow, list) or len(follow) != len(step):
+            _fail(path, f"host[{i}].next_ns is not a list a step")
+        nxt = _ints(path, i, "next_ns", [-1 if v is None else v for v in follow])
+        if not len(step) == len(start) == len(end):
+            _fail(path, f"host[{i}]: step, start_ns and end_ns differ in length")
+        for name, parts in entry["rows"].items():
+            if not isinstance(parts, dict):
+                _fail(path, f"host[{i}].rows[{name!r}] is not an object")
+            inside, after = (_ints(path, i, f"rows.{part}", parts.get(part))
+                             for part in ("in", "after"))
+            if not len(inside) == len(after) == len(step):
+                _fail(path, f"host[{i}].rows[{name!r}]: not one value a step")
+            frames.append(pd.DataFrame({
+                "sequence": i, "thread": entry.get("thread"), "step": step, "start_ns": start,
+                "end_ns": end, "next_ns": nxt, "name": str(name), "in_ns": inside,
+                "after_ns": after}))
+    if not frames:
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[HOST_COLUMNS]
 
 
 def _thread(path: Path, i: int, run: dict) -> tuple:

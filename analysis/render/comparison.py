@@ -15,6 +15,7 @@ import pandas as pd
 from ..measures import compare as measures
 from ..render import compare as render
 from ..render import hardware as hardware_mod
+from ..render import host_compare
 from ..render.report import records
 
 
@@ -35,6 +36,8 @@ class Comparison:
     hardware:     one row a run with GPU metrics: label, steps, untraced_ms_per_step,
                   speed_vs_first, floor_ms_per_step, floor_pct, sm_active_pct, dram_read_pct,
                   dram_read_gbps, gr_active_pct, tensor_active_pct ...; or None
+    host:         the host tables side by side: one line a figure or row of named code, one
+                  column a run (render/host_compare.py); or None
     """
 
     labels: list
@@ -42,6 +45,7 @@ class Comparison:
     table: pd.DataFrame | None
     between_runs: pd.DataFrame | None
     hardware: pd.DataFrame | None
+    host: pd.DataFrame | None = None
 
     @property
     def order_flips(self) -> list:
@@ -56,15 +60,17 @@ class Comparison:
             texts.append(render.to_text_rows(self.table))
         elif self.table is not None:
             texts.append(render.to_text(self.table, width=None if wide else render.TEXT_WIDTH))
-        return self._join(texts, hardware_mod.to_text)
+        return self._join(texts, hardware_mod.to_text, host_compare.to_text)
 
     def to_markdown(self) -> str:
         texts = [] if self.table is None else [render.to_markdown(self.table).rstrip("\n")]
-        return self._join(texts, hardware_mod.to_markdown)
+        return self._join(texts, hardware_mod.to_markdown, host_compare.to_markdown)
 
-    def _join(self, texts: list, hardware) -> str:
+    def _join(self, texts: list, hardware, host) -> str:
         if self.between_runs is not None:
             texts.append(render.between_runs_text(self.between_runs))
+        if self.host is not None:
+            texts.append(host(self.host))
         if self.hardware is not None:
             texts.append(hardware(self.hardware).rstrip("\n"))
         return "\n\n".join(texts)
@@ -96,4 +102,6 @@ def comparison(labels: list, analyses: list, spread: bool = True) -> Comparison:
         picked = [analyses[i] for i in kept]
         table = measures.compare([labels[i] for i in kept], picked, [runs[i] for i in kept])
         between = measures.between_runs(picked, [runs[i] for i in kept]) if spread else None
-    return Comparison(list(labels), list(analyses), table, between, hardware)
+    host = (host_compare.host_comparison([labels[i] for i in kept],
+                                         [analyses[i] for i in kept]) if kept else None)
+    return Comparison(list(labels), list(analyses), table, between, hardware, host)

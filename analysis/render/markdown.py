@@ -191,7 +191,9 @@ def md_syncs(a) -> str:
     return text
 
 
-def to_markdown(label: str, analyses: list) -> str:
+def to_markdown(label: str, analyses: list, more=None) -> str:
+    """`more(a)`: Markdown to add after a traced analysis' syncs (render/report.py: the host
+    table)."""
     parts = [f"## {label}"]
     for a in analyses:
         if a.kind == METRICS:
@@ -201,5 +203,6 @@ def to_markdown(label: str, analyses: list) -> str:
             parts.append(md_summary(a))
             if a.summary["cuda_graph_trace"] in GRAPH_NOTES:
                 parts.append(f"CUDA graphs, {GRAPH_NOTES[a.summary['cuda_graph_trace']]}.")
-            parts += [md_syncs(a), md_metrics(a), md_floor(a), md_steps(a)]
+            parts += [md_syncs(a), more(a) if more else "", md_metrics(a), md_floor(a),
+                      md_steps(a)]
     return "\n\n".join(p for p in parts if p) + "\n"

@@ -37,3 +37,11 @@ METRIC_COLOURS = {"sm_active_pct": "#e377c2", "dram_read_pct": "#393b79",
                   "dram_write_pct": "#9c9ede"}
 FLOOR = "bandwidth floor"
 FLOOR_COLOUR = "#bd9e39"
+
+# The host table's rows (render/plots_host.py): its largest rows in these, in order, the rest
+# of them together, and the time no named code holds.
+# None of them a colour of the GPU's time (busy, a cause), the twin's or the metrics'.
+HOST_ROW_COLOURS = ("#17becf", "#bcbd22", "#8c564b", "#9edae5", "#dbdb8d", "#c49c94",
+                    "#637939", "#e7cb94")
+HOST_REST_COLOUR = "#d9d9d9"
+HOST_OTHER_COLOUR = "#525252"

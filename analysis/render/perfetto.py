@@ -5,6 +5,8 @@ chrome://tracing: what the figures show binned, event by event.
                              idle gaps           |sync|   |host| |queued|
                              stream 7          [op][op]  [op]  [op][op] ...
     process "LABEL: host"    NVTX steps: T     |---- Step 40 ----|---- Step 41 ---
+                             thread T: host period  |host: step 40 ...|host: step 41
+                             thread T: named code   [forward [update]]  [warper]
                              thread T: blocking       [cudaStreamSynchronize]
 
 Chrome's trace event format: "X" (complete) events with `ts` and `dur` in µs, "M" (metadata)
@@ -24,6 +26,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from ..measures.host import NOT_CODE, row_name
 from ..measures.summary import LEDGER
 from ..readers.trace import OP_KIND_NAMES, op_names
 
@@ -33,6 +36,8 @@ CAUSE_CNAMES = {"sync": "terrible", "host": "thread_state_iowait", "queued":
 OP_CNAME = "good"
 STEP_CNAME = "grey"
 BLOCKING_CNAME = "thread_state_uninterruptible"
+HOST_CNAME = "grey"
+CODE_CNAME = "rail_animation"
 
 # Track ids inside a process, in the order they are drawn: the steps (as many tracks as their
 # overlaps need), then the gaps; each stream or host thread from FIRST_TID on.
@@ -205,6 +210,7 @@ def _host(w: _Writer, pid: int, label: str, a, blocking: pd.DataFrame, origin: i
                             cpu["start_ns"][rows], cpu["end_ns"][rows], origin,
                             {k: v[rows].tolist() for k, v in cpu.items()}, STEP_CNAME)
     tid = max(tid, FIRST_TID)
+    tid = _host_rows(w, pid, tid, a, origin, lo, hi)
     calls = _within(blocking, lo, hi)
     for thread in sorted(calls["tid"].unique().tolist()):
         c = calls[calls["tid"].to_numpy() == thread]
@@ -212,6 +218,35 @@ def _host(w: _Writer, pid: int, label: str, a, blocking: pd.DataFrame, origin: i
                             "blocking", c["name"].astype(str).tolist(), c["start"], c["end"],
                             origin, {"start_ns": _plain(c["start"]), "end_ns": _plain(c["end"])},
                             BLOCKING_CNAME)
+
+
+def _host_rows(w: _Writer, pid: int, tid: int, a, origin: int, lo: int, hi: int) -> int:
+    """The host table on each step thread: each step's host period (its parts in args) and the
+    named code that spent it, the thread's NVTX ranges (traced functions too), nested as they
+    ran. Returns the next free track id."""
+    steps = a.host_steps
+    if steps is None or steps.empty or a.trace is None:
+        return tid
+    ranges = _within(a.trace.ranges, lo, hi)
+    for thread in steps["tid"].unique().tolist():
+        mine = steps[steps["tid"].to_numpy() == thread]
+        os_tid = int(thread) & OS_TID_MASK
+        tid = w.overlapping(
+            pid, tid, f"thread {os_tid}: host period", "host",
+            [f"host: step {s}" for s in mine["step"].tolist()], mine["host_start"],
+            mine["host_end"], origin,
+            {key: _plain(mine[key].astype(np.int64)) for key in (
+                "step", "host_start", "host_end", "host_period_ns", "python_ns", "cuda_ns",
+                "sync_ns", "named_ns")}, HOST_CNAME)
+        code = ranges[(ranges["tid"].to_numpy() == thread)
+                      & ~ranges["name"].isin(NOT_CODE).to_numpy()]
+        code = code.sort_values(["start", "end"], ascending=[True, False], kind="stable")
+        w.slices(pid, tid, f"thread {os_tid}: named code", "code",
+                 [row_name(n) for n in code["name"]], code["start"], code["end"], origin,
+                 {"name": code["name"].astype(str).tolist(), "start_ns": _plain(code["start"]),
+                  "end_ns": _plain(code["end"])}, CODE_CNAME)
+        tid += 1
+    return tid
 
 
 def _bounds(traced: list, blocking: pd.DataFrame) -> tuple:

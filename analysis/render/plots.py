@@ -24,6 +24,7 @@ from ..render.palette import (
     UNTRACED,
     UNTRACED_COLOUR,
 )
+from ..render.plots_host import draw_host_bars, has_host
 from ..render.plots_timeline import (
     draw_overview,
     draw_zoom,
@@ -274,8 +275,9 @@ def plot_analysis(a, label: str, path, untraced_ms_per_step: float | None = None
 def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) -> Figure:
     """The middle steps binned, a zoom on one step boundary, per-step bars and the gap
     histogram, the traced period and bubble beside the untraced twin's (or run.json's untraced
-    ms/step, `untraced_ms_per_step`) where the run has one, and the per-step GPU metrics where
-    the capture sampled them (alone for a metrics-only capture)."""
+    ms/step, `untraced_ms_per_step`) where the run has one, each step's host period by the code
+    that spent it (the host table), and the per-step GPU metrics where the capture sampled them
+    (alone for a metrics-only capture)."""
     metrics = bool(a.summary.get("gpu_metrics"))
     if a.summary.get("cuda_trace") is False:  # a metrics-only capture: no ops to draw
         fig = new_figure(figsize=(13, 4.5), layout="constrained")
@@ -283,7 +285,8 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
         fig.suptitle(f"{label}: device {a.device}, GPU metrics only (no CUDA trace)")
         return fig
     twin = _has_twin(a, untraced_ms_per_step)
-    rows = 3 + twin + metrics
+    host = has_host(a)
+    rows = 3 + twin + host + metrics
     # Margins set by hand: matplotlib's constrained layout measures every label, drawing the
     # figure twice (a third of the time of a report on a million ops).
     height = 3.6 * rows
@@ -299,6 +302,8 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
     if twin:
         draw_twin((fig.add_subplot(grid[3, 0]), fig.add_subplot(grid[3, 1])), a,
                   untraced_ms_per_step)
+    if host:
+        draw_host_bars(fig.add_subplot(grid[3 + twin, :]), a)
     if metrics:
         draw_step_metrics(fig.add_subplot(grid[rows - 1, :]), a)
     fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}",

@@ -68,7 +68,20 @@ def analysis_dict(a, frames: bool = False) -> dict:
             "checks": records(a.checks),
         },
         "syncs": records(a.syncs),
+        "host": host_frame(a) if frames else columns(host_frame(a)),
     }
+
+
+def host_frame(a) -> pd.DataFrame:
+    """The host table, one row a step and row (METRICS.md, "Host time"), empty where the
+    analysis has none (a stored one)."""
+    if a.host is None:
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    return a.host[HOST_COLUMNS]
+
+
+HOST_COLUMNS = ["step_row", "step", "thread", "name", "kind", "calls", "python_ns", "cuda_ns",
+                "sync_ns", "ns", "forward_ns"]
 
 
 def _json_chunks(value, indent: str, depth: int):
@@ -112,7 +125,7 @@ def to_json(analyses: list) -> str:
     return "".join(json_chunks(analyses))
 
 
-TABLES = ("steps", "gaps", "streams", "syncs")
+TABLES = ("steps", "gaps", "streams", "syncs", "host")
 CSV_CHUNK_ROWS = 200_000
 
 
@@ -154,14 +167,15 @@ def _csv_cells(series: pd.Series) -> list:
 
 
 def csv_chunks(analyses: list, table: str = "steps"):
-    """`analyze --format csv`: one table (steps, gaps, streams or syncs), one row per step, gap,
-    stream or sync site, and device, in pieces of CSV_CHUNK_ROWS rows (a million gaps in a
-    second: pandas' to_csv takes seconds)."""
+    """`analyze --format csv`: one table (steps, gaps, streams, syncs or host), one row per step,
+    gap, stream, sync site or step and host row, and device, in pieces of CSV_CHUNK_ROWS rows
+    (a million gaps in a second: pandas' to_csv takes seconds)."""
     if table != "steps" and any(a.kind == METRICS for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
-                         "gaps, streams or syncs; --table steps prints its per-step metrics")
+                         "gaps, streams, syncs or host table; --table steps prints its per-step "
+                         "metrics")
     frames = {"steps": lambda a: a.steps, "gaps": lambda a: a.gaps, "streams": lambda a: a.streams,
-              "syncs": lambda a: a.syncs}
+              "syncs": lambda a: a.syncs, "host": host_frame}
     out = pd.concat([frames[table](a).assign(device=a.device) for a in analyses],
                     ignore_index=True)
     if not all(_csv_fast(out[c]) for c in out.columns):

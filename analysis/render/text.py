@@ -202,12 +202,14 @@ def metrics_text_summary(label: str, s: dict, schema: str,
     return "\n".join(lines + metrics_lines(s["gpu_metrics"]) + floor_lines(s.get("floor")))
 
 
-def to_text(label: str, analyses: list, schema: str) -> str:
+def to_text(label: str, analyses: list, schema: str, more=None) -> str:
+    """`more(a)`: lines to add under a traced analysis' own (render/report.py: the host table)."""
     return "\n\n".join(
         metrics_text_summary(label, a.summary, schema, a.steps)
         if a.kind == METRICS
         else "\n".join([text_summary(label, a.summary, schema, a.steps, no_twin_why(a)),
-                        *sync_lines(a.syncs, a.summary["steps"])])
+                        *sync_lines(a.syncs, a.summary["steps"]),
+                        *(more(a) if more else [])])
         for a in analyses)
 
 

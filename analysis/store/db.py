@@ -6,6 +6,7 @@
     gaps     one row per gap    } since step names may repeat (several generate() calls)
     streams  one row per stream }
     syncs    one row per sync site (thread, blocking call, Python line)
+    host     one row per step and row of the host table (the named code that spent its time)
 
 A run is its trace's content: adding the same trace again (from any path) replaces its rows.
 A key no earlier run had becomes a new column (sqlite-utils' `alter=True`). METRICS.md documents
@@ -39,6 +40,7 @@ CHILD_TABLES = {
     "gaps": lambda a: a.gaps,
     "streams": lambda a: a.streams,
     "syncs": lambda a: a.syncs,
+    "host": lambda a: a.host,
 }
 INDEXES = {
     "runs": [["config_variant", "config_batch"], ["trace"]],
@@ -77,7 +79,8 @@ def flatten(value, prefix: str = "") -> dict:
 # Summary keys that run.json has too, with other contents: the summary's go under a prefix of
 # their own (`untraced` is the twin's figures, run.json's the bench's; `gpu_metrics` is the
 # capture's, run.json's how it was sampled; `floor` is the floor reached, run.json's the bytes).
-SUMMARY_PREFIXES = {"untraced": "twin", "gpu_metrics": "metrics", "floor": "bandwidth"}
+SUMMARY_PREFIXES = {"untraced": "twin", "gpu_metrics": "metrics", "floor": "bandwidth",
+                    "host": "host"}
 
 
 def run_row(run, label: str, digest: str, a) -> dict:

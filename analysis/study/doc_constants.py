@@ -49,6 +49,7 @@ CONSTANTS = {
         ("float64's 0.25 µs step", MATH + ": float64's resolution at 16 digits of µs"),
     ],
     "docs/METRICS.md": [
+        ("GRAPH_LAUNCH_NS = 10 µs", OPTION + " (measures/host_bound.py: the bound's graph launch)"),
         ("names for 95% of the ops at least", OPTION + " (measures/infer_loop.py LOOP_AGREEMENT)"),
         ("so it can pass 100%", MATH + ": a read-only GEMV moves half a copy's bytes"),
         ("a gap is known to ±1 µs at each edge, gaps under 1 µs vanish or read 1 µs", MATH

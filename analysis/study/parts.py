@@ -21,7 +21,7 @@ PART_START, PART_END = part_start("observer"), "<!-- /part -->"
 # The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
 # from the repository root: every directory study_publish.SOURCES names).
 PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "loop", "sizes",
-         "overview")
+         "host", "overview")
 PART_HELP = {
     "ladder": "a study's bench-*.json (no captures needed)",
     "captures": "a directory of run directories (tests/data/runs)",
@@ -29,6 +29,7 @@ PART_HELP = {
     "hardware": "a scripts/hardware-view.sh directory (its runs/)",
     "aa": "harness bench --processes A/A reports (aa-*.json)",
     "family": "bench-ladder-b<B>.json and capture/ of another model family",
+    "host": "the repository root: the eager captures' host bounds beside the rungs they predict",
     "loop": "bench-b<B>-p<K>.json and steps-*.json of the loops of one launch",
     "sizes": "bench-sizes-<size>-b<B>.json and capture/ of the ladder at 125M, 1B and 8B",
     "overview": "the repository root: every capture of the published directories",
@@ -54,6 +55,10 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
         from ..study.overview import overview_sections
 
         return overview_sections(study, fig)
+    if part == "host":
+        from ..study.host_ladder import host_sections
+
+        return host_sections(study, fig)
     return {"ladder": ladder_sections, "captures": captures_sections,
             "hardware": hardware_sections, "aa": lambda s, _: aa_sections(s),
             "family": lambda s, f: family_sections(s, f), "loop": loop_sections,

@@ -48,6 +48,7 @@ SOURCES = {
     "aa": "docs/aa-20261201",
     "family": "docs/llama-20261201",
     "loop": "docs/whilegraph-20261201",
+    "host": ".",
     "overview": ".",
 }
 CAPTURE_SOURCES = ("captures", "observer", "hardware", "family")

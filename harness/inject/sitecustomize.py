@@ -19,6 +19,9 @@ GAPSCOPE_TWIN_DIR=DIR        the untraced twin (a run without nsys): two CUDA ev
                              In every twin run the hook follows the program's own capture window
                              (cudaProfilerStart/Stop through torch or cuda-python): each step
                              says whether it lay inside the first start-to-stop, as nsys captures
+GAPSCOPE_HOST_FUNCTIONS=M:Q,...  the host table's named code (gapscope_hook/host_times.py):
+                             each call an NVTX range in the traced run, timed on the host clock
+                             (exclusive, per step) in the twin's
 GAPSCOPE_SYNC_MARKS=1        in the traced run: torch's sync debug mode ("warn"), and each of its
                              "called a synchronizing CUDA operation" warnings becomes, instead of
                              a printed warning, an NVTX mark `gapscope.sync FILE:LINE FUNCTION`
@@ -53,7 +56,8 @@ def _chain() -> None:
 
 
 if __name__ == "sitecustomize":
-    if os.environ.get("GAPSCOPE_TWIN_DIR") or os.environ.get("GAPSCOPE_SYNC_MARKS") == "1":
+    if (os.environ.get("GAPSCOPE_TWIN_DIR") or os.environ.get("GAPSCOPE_SYNC_MARKS") == "1"
+            or os.environ.get("GAPSCOPE_HOST_FUNCTIONS")):
         try:
             from gapscope_hook import start
 

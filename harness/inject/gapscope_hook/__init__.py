@@ -11,6 +11,7 @@ sys.modules.
     window.py       the program's own capture window (cudaProfilerStart/Stop), as nsys reads it
     step_marks.py   boundaries of steps inferred from the trace: graph replays, a source line
     syncs.py        the traced run's sync marks: each synchronizing call's source line
+    host_times.py   the host table's named code: an NVTX range a call traced, timed untraced
     imports.py      callbacks run on a module right after the program imports it
     start.py        install(): which parts the environment turns on
 

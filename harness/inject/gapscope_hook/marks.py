@@ -1,5 +1,8 @@
 """Where the program's calls reach the recorder: the step functions wrapped, the harness' own
-step marks, and the recorder's entry points, made eager once torch._dynamo is imported."""
+step marks, and the recorder's entry points, made eager once torch._dynamo is imported. Where
+the twin times the host table (host_times.py), the same entry points tell its clock."""
+
+from . import host_times
 
 _REC = None  # the process's Recorder, set by start.install
 
@@ -41,22 +44,47 @@ def _exit(token):
 
 def _push(message, domain):
     _REC.range_push(message, domain)
+    clock = host_times.clock()
+    if clock is not None:
+        clock.range_push(message)
 
 
 def _pop(domain):
     _REC.range_pop(domain)
+    clock = host_times.clock()
+    if clock is not None:
+        clock.range_pop()
 
 
-def step_wrapper(fn):
-    """fn, each call a step (only the outermost one where it nests)."""
+def _host_step_enter(name):
+    clock = host_times.clock()
+    if clock is not None:
+        clock.step_begin()
+        clock.enter(name)
+
+
+def _host_step_exit():
+    clock = host_times.clock()
+    if clock is not None:
+        clock.exit()
+        clock.step_end()
+
+
+def step_wrapper(fn, name: str | None = None):
+    """fn, each call a step (only the outermost one where it nests); `name` (MODULE.QUALNAME)
+    its row in the host table."""
     import functools
+
+    row = name or f"{fn.__module__}.{fn.__qualname__}"
 
     @functools.wraps(fn)
     def gapscope_step(*args, **kwargs):
         token = _enter()
+        _host_step_enter(row)
         try:
             return fn(*args, **kwargs)
         finally:
+            _host_step_exit()
             _exit(token)
 
     gapscope_step.__gapscope_step__ = True
@@ -81,11 +109,11 @@ def wrap_function(module, qualname: str) -> bool:
     if isinstance(raw, (staticmethod, classmethod)):
         if getattr(raw.__func__, "__gapscope_step__", False):
             return True
-        wrapped = type(raw)(step_wrapper(raw.__func__))
+        wrapped = type(raw)(step_wrapper(raw.__func__, f"{module.__name__}.{qualname}"))
     elif callable(raw):
         if getattr(raw, "__gapscope_step__", False):
             return True
-        wrapped = step_wrapper(raw)
+        wrapped = step_wrapper(raw, f"{module.__name__}.{qualname}")
     else:
         return False
     setattr(owner, name, wrapped)
@@ -97,8 +125,10 @@ def _arg(args: tuple, kwargs: dict, position: int, name: str):
 
 def disable_dynamo(dynamo) -> None:
     """Once torch._dynamo is imported: the recorder's entry points run eagerly, never traced."""
-    global _enter, _exit, _push, _pop
-    _enter, _exit, _push, _pop = (dynamo.disable(f) for f in (_enter, _exit, _push, _pop))
+    global _enter, _exit, _push, _pop, _host_step_enter, _host_step_exit
+    _enter, _exit, _push, _pop, _host_step_enter, _host_step_exit = (
+        dynamo.disable(f) for f in (_enter, _exit, _push, _pop, _host_step_enter,
+                                    _host_step_exit))
     for name in ("range_start", "range_end"):
         setattr(_REC, name, dynamo.disable(getattr(_REC, name)))
 

@@ -4,7 +4,7 @@ docstring lists the variables), each on the module it patches, once the program 
 import os
 import sys
 
-from . import marks, nvtx_ranges, step_marks, syncs, window
+from . import host_times, marks, nvtx_ranges, step_marks, syncs, window
 from .imports import AfterImport
 from .notes import say
 from .recorder import Recorder, _since_first, twin_document
@@ -21,7 +21,8 @@ def step_functions(value: str) -> list:
 
 
 def install(environ=os.environ) -> None:
-    """Turns on what the environment asks for (GAPSCOPE_TWIN_DIR, GAPSCOPE_SYNC_MARKS)."""
+    """Turns on what the environment asks for (GAPSCOPE_TWIN_DIR, GAPSCOPE_HOST_FUNCTIONS,
+    GAPSCOPE_SYNC_MARKS)."""
     import atexit
     import json
 
@@ -31,11 +32,14 @@ def install(environ=os.environ) -> None:
         callbacks.setdefault(name, []).append(callback)
 
     twin_dir = environ.get("GAPSCOPE_TWIN_DIR")
+    host = environ.get("GAPSCOPE_HOST_FUNCTIONS")
     if twin_dir:
         functions = step_functions(environ.get("GAPSCOPE_STEP_FUNCTIONS", ""))
         pattern = environ.get("GAPSCOPE_STEP_PATTERN") or None
         rec = Recorder(None if functions else pattern)
         marks.use(rec)
+        if host is not None:  # the host table's untraced twin: a clock before any wrapping
+            host_times.use(host_times.HostClock(None if functions else pattern))
         kind = "function" if functions else "nvtx"
         rec.window = window.Window()
         window.install(on, rec.window)
@@ -63,6 +67,8 @@ def install(environ=os.environ) -> None:
             document = twin_document(rec, kind)
             if bounds is not None and bounds.pid == os.getpid():
                 document["runs"] += bounds.runs(_since_first)
+            if host_times.clock() is not None:
+                document["host"] = host_times.clock().document()
             # A process that timed no step (torch.compile's worker processes inherit the
             # environment) leaves no file.
             if not any(run["step"] for run in document["runs"]):
@@ -87,6 +93,9 @@ def install(environ=os.environ) -> None:
         if bounds is not None:
             bounds.on_first = write_before_torch_exits
             os.register_at_fork(after_in_child=bounds.reset)
+
+    if host:
+        host_times.install(on, host)
 
     if environ.get("GAPSCOPE_SYNC_MARKS") == "1":
         import warnings

@@ -1,0 +1,155 @@
+"""The host table (METRICS.md, "Host time") as text and Markdown: where a step's host time goes,
+one line a row (the code that spent it), traced and, where the twin timed it, untraced; and what
+removing each row would buy."""
+
+from ..render.markdown import md_table
+from ..render.text import LABEL_WIDTH, TEXT_WIDTH, ms_from_ns, pct
+
+# Rows the text shows; Markdown, JSON and CSV have them all.
+TEXT_ROWS = 8
+# Below this share of named code the text says how to name more.
+NAMED_ENOUGH = 0.9
+BOUNDS_SHOWN = 3
+NAME_WIDTH = 34
+
+
+def short_row(name: str) -> str:
+    """A row as a reader knows it: `Class.method` of a traced method, `module.function` of a
+    function (its package path left out); NVTX ranges as they are."""
+    parts = name.split(".")
+    if len(parts) < 3 or any(not p.isidentifier() for p in parts):
+        return name
+    return ".".join(parts[-2:])
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+
+
+def _ms(ns, digits: int = 2) -> str:
+    return "" if ns is None else f"{ns / 1e6:.{digits}f}"
+
+
+def _ms3(ns) -> str:
+    """Markdown's ms: three decimals (µs)."""
+    return _ms(ns, 3)
+
+
+def untraced_cell(row: dict) -> str:
+    """The untraced twin's figure for a row and the profiler's share of the traced one."""
+    if row.get("untraced_ns") is None:
+        return ""
+    share = row.get("profiler_share")
+    return f"{_ms(row['untraced_ns'])}" + ("" if share is None else f" ({share:+.0%})")
+
+
+def host_lines(s: dict) -> list:
+    """analyze's text: the host table's head lines, its top rows, the bounds."""
+    h = s.get("host")
+    if not h or not h.get("steps"):
+        return []
+    indent = " " * LABEL_WIDTH
+    left = h["steps"] - h["steps_in_means"]
+    period = h["period_ns_mean"] or 0
+    head = (f"{ms_from_ns(h['period_ns_mean'])} a step on its thread (mean of "
+            f"{h['steps_in_means']} steps" + (f"; {left} over 3x the median left out" if left
+                                             else "")
+            + f"): named code {pct(h['named_share'])}, at least {pct(h['named_share_min'])} of "
+            "each step")
+    if period:
+        head += (f"; python {pct(h['python_ns_mean'] / period)}, CUDA calls "
+                 f"{pct(h['cuda_ns_mean'] / period)}, blocked in syncs "
+                 f"{pct(h['sync_ns_mean'] / period)}")
+    lines = _wrap("  host time      " + head, indent)
+    if h.get("why"):
+        lines += _wrap(f"{indent}{h['why']}", indent)
+    elif h.get("named_share") is not None and h["named_share"] < NAMED_ENOUGH:
+        lines += _wrap(f"{indent}{pct(1 - h['named_share'])} of it in no named code (`other`): "
+                       "name its functions with --host-function M:Q (a loop in the script "
+                       "itself, __main__, cannot be named: move it into a module)", indent)
+    twin = any(r.get("untraced_ns") is not None for r in h["rows"])
+    lines.append(f"    {'ms a step (mean)':<{NAME_WIDTH}} {'total':>6} {'python':>6} "
+                 f"{'cuda':>6} {'sync':>6} {'share':>6}"
+                 + ("  untraced (profiler)" if twin else ""))
+    for row in h["rows"][:TEXT_ROWS]:
+        lines.append(f"    {_cut(short_row(row['name']), NAME_WIDTH):<{NAME_WIDTH}} "
+                     f"{_ms(row['ns']):>6} {_ms(row['python_ns']):>6} {_ms(row['cuda_ns']):>6} "
+                     f"{_ms(row['sync_ns']):>6} {row['share']:>6.1%}"
+                     + (f"  {untraced_cell(row)}" if twin else ""))
+    if len(h["rows"]) > TEXT_ROWS:
+        lines.append(f"    and {len(h['rows']) - TEXT_ROWS} more rows (--format md, or csv "
+                     "--table host)")
+    if h.get("untraced"):
+        u = h["untraced"]
+        lines += _wrap(f"{indent}untraced: {ms_from_ns(u['period_ns_mean'])} a step on the host "
+                       f"({u['runs']} runs); the profiler's share of the host time "
+                       f"{pct(u['profiler_share'])}", indent)
+    for i, b in enumerate(h.get("bounds", [])[:BOUNDS_SHOWN]):
+        label = f"{'  if':<{LABEL_WIDTH}}" if i == 0 else indent
+        lines += _wrap(label + bound_text(b, first=i == 0), indent)
+    return lines
+
+
+def bound_text(b: dict, first: bool = True) -> str:
+    """One scenario of what removing a row buys, in words: its bounds a step, the speed-up they
+    give, and (first) the measured step and GPU busy they are set against."""
+    name = b["scenario"]
+    if name.endswith(" gone") and not name.startswith("other"):
+        name = short_row(name.removesuffix(" gone")) + " gone"
+    speed = ("" if b["speedup_min"] is None else
+             f", {b['speedup_min']:.2f}-{b['speedup_max']:.2f}x")
+    now = (f" (now {ms_from_ns(b['host_period_ns'])}, GPU busy {ms_from_ns(b['busy_ns'])})"
+           if first else "")
+    untraced = (f"; untraced {_ms(b['untraced_lower_ns'])}-{ms_from_ns(b['untraced_upper_ns'])}"
+                f" (now {ms_from_ns(b['untraced_host_period_ns'])})"
+                if b.get("untraced_lower_ns") is not None and first else "")
+    return (f"{name}: {_ms(b['lower_ns'])}-{ms_from_ns(b['upper_ns'])} a step{speed}{now}"
+            f"{untraced}")
+
+
+def _wrap(text: str, indent: str) -> list:
+    import textwrap
+
+    return textwrap.wrap(text, TEXT_WIDTH, subsequent_indent=indent) or [text]
+
+
+def md_host(a) -> str:
+    """The host table, every row, and the bounds, as Markdown."""
+    h = a.summary.get("host")
+    if not h or not h.get("steps"):
+        return ""
+    twin = any(r.get("untraced_ns") is not None for r in h["rows"])
+    header = ["code", "ms a step", "python", "cuda", "sync", "share", "calls a step"]
+    header += ["untraced ms", "profiler's share"] if twin else []
+    rows = []
+    for r in h["rows"]:
+        cells = [r["name"], _ms3(r["ns"]), _ms3(r["python_ns"]), _ms3(r["cuda_ns"]),
+                 _ms3(r["sync_ns"]), f"{r['share']:.1%}", f"{r['calls']:.2f}"]
+        if twin:
+            share = r.get("profiler_share")
+            cells += [_ms3(r.get("untraced_ns")), "" if share is None else f"{share:.1%}"]
+        rows.append(cells)
+    left = h["steps"] - h["steps_in_means"]
+    text = (f"Host time a step, device {a.device}: {ms_from_ns(h['period_ns_mean'])} on the "
+            f"steps' thread (mean of {h['steps_in_means']} steps"
+            + (f"; {left} over 3x the median left out" if left else "")
+            + f"), named code {pct(h['named_share'])} ({pct(h['named_share_min'])} in the "
+            "least):\n\n" + md_table(header, rows))
+    if h.get("why"):
+        text += f"\n\n{h['why']}."
+    if h.get("bounds"):
+        untraced = any("untraced_lower_ns" in b for b in h["bounds"])
+        header = ["if", "lower ms", "upper ms", "now ms", "GPU busy ms", "speed-up"]
+        header += ["untraced lower ms", "untraced upper ms", "untraced now ms"] if untraced else []
+        rows = []
+        for b in h["bounds"]:
+            row = [b["scenario"], _ms3(b["lower_ns"]), _ms3(b["upper_ns"]),
+                   _ms3(b["host_period_ns"]), _ms3(b["busy_ns"]), "" if b["speedup_min"] is None
+                   else f"{b['speedup_min']:.2f}-{b['speedup_max']:.2f}x"]
+            if untraced:
+                row += [_ms3(b.get(f"untraced_{k}")) for k in ("lower_ns", "upper_ns",
+                                                                "host_period_ns")]
+            rows.append(row)
+        text += ("\n\nWhat removing it would buy (medians over the steps; untraced: from the "
+                 "twin's means):\n\n" + md_table(header, rows))
+    return text
