@@ -1,5 +1,9 @@
 """What every command of the console script shares: one-line errors (exit 2 for bad input),
-the lazily imported commands, the pattern options, and the notes on a loose steps pattern."""
+the lazily imported commands, the pattern options, and the notes on a loose steps pattern.
+
+Imports neither pandas nor numpy: `gapscope --help`, `--version` and `doctor` start without
+them (the library's modules are imported by the command that runs).
+"""
 
 import importlib
 import importlib.util
@@ -11,7 +15,13 @@ from pathlib import Path
 import click
 
 from ..errors import TraceError
-from ..measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
+
+
+def name_shapes(names):
+    """measures.steps.name_shapes, imported when a note is made (it needs pandas)."""
+    from ..measures.steps import name_shapes as shapes
+
+    return shapes(names)
 
 
 class GapscopeError(click.ClickException):
@@ -29,10 +39,39 @@ def said():
         raise GapscopeError(str(e)) from None
 
 
-# Commands imported only when used: the analysis needs no harness (doctor), nsys (profile) or
-# study code to run.
-LAZY_COMMANDS = {"doctor": "analysis.capture.doctor:doctor", "study": "analysis.cli.study:study",
-                 "profile": "analysis.cli.profile:profile"}
+# Every command is imported when it runs, not to be listed: name -> (module:attribute, the first
+# sentence of its help, which `gapscope --help` lists; tests/test_startup.py holds the two
+# alike). The analysis needs no harness (doctor), nsys (profile) or study code to run, and
+# `gapscope --help` imports no pandas.
+LAZY_COMMANDS = {
+    "analyze": ("analysis.cli.analyze:analyze",
+                "Analyse one TRACE: an nsys .sqlite export (or .sqlite.gz), a torch.profiler "
+                "trace (.json, .json.gz) or a run directory (capture.sqlite + run.json)."),
+    "compare": ("analysis.cli.compare:compare",
+                "Compare TRACES (exports, run dirs, or directories of run dirs), the first as "
+                "the baseline."),
+    "db": ("analysis.cli.db:db",
+           "The results database: every run analysed, in one SQLite file (docs/METRICS.md)."),
+    "doctor": ("analysis.capture.doctor:doctor",
+               "Check that this machine can run `make profile`: GPU and driver, torch with "
+               "CUDA, nsys and its capture -> import -> SQLite export chain, GPU metrics "
+               "sampling (`profile.sh --metrics`), perf_event_paranoid, free disk."),
+    "profile": ("analysis.cli.profile:profile",
+                "Run CMD under Nsight Systems, export the capture to SQLite and analyse it, "
+                "all in a new run directory traces/<UTC>-<program>/, with an untraced twin of "
+                "its steps."),
+    "ranges": ("analysis.cli.analyze:ranges",
+               "Each NVTX (or record_function) range name in TRACE with its count, the most "
+               "frequent first, `*` beside those the steps pattern takes: what to write for "
+               "--steps."),
+    "report": ("analysis.cli.compare:report",
+               "Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: "
+               "compare's tables (the hardware one too, for runs with GPU metrics), then each "
+               "run's tables and figure."),
+    "study": ("analysis.cli.study:study",
+              "Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, "
+              "or any directory of run directories (every run under it, analysed in parallel)."),
+}
 # "gapscope" where installed (gapscope.analysis, gapscope.harness), "" in the source tree.
 ROOT = (__package__ or "analysis.cli").rpartition(".")[0].rpartition(".")[0]
 
@@ -76,13 +115,13 @@ class Group(OneLineErrors, click.Group):
     lazy: dict = {}
 
     def list_commands(self, ctx):
-        lazy = [n for n, target in self.lazy.items()
+        lazy = [n for n, (target, _) in self.lazy.items()
                 if _importable(qualified(target.split(":")[0]))]
         return sorted([*super().list_commands(ctx), *lazy])
 
     def get_command(self, ctx, name):
         if name in self.lazy:
-            module, attr = self.lazy[name].split(":")
+            module, attr = self.lazy[name][0].split(":")
             module = qualified(module)
             if not _importable(module):
                 return None  # not installed (the analysis alone): no such command
@@ -92,12 +131,46 @@ class Group(OneLineErrors, click.Group):
                 raise GapscopeError(f"gapscope {name}: {module} cannot be imported: {e}") from None
         return super().get_command(ctx, name)
 
+    def format_commands(self, ctx, formatter):
+        """click's list of commands, the lazy ones by their summary (none of them imported)."""
+        names = self.list_commands(ctx)
+        listed = [(n, click.Command(n, help=self.lazy[n][1]) if n in self.lazy
+                   else self.get_command(ctx, n)) for n in names]
+        listed = [(n, c) for n, c in listed if c is not None and not c.hidden]
+        if listed:
+            limit = formatter.width - 6 - max(len(n) for n, _ in listed)
+            with formatter.section("Commands"):
+                formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in listed])
+
 
 class MainGroup(Group):
     lazy = LAZY_COMMANDS
 
 
+def version() -> str:
+    """gapscope's version: the installed distribution's, else pyproject.toml's (the source
+    tree, not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("gapscope")
+    except PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        found = re.search(r'^version = "([^"]+)"', pyproject.read_text() if pyproject.is_file()
+                          else "", re.M)
+        return found.group(1) if found else "unknown"
+
+
+def print_version(ctx, _param, value) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"gapscope {version()}")
+        ctx.exit()
+
+
 def pattern_options(f):
+    from ..measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
+
     f = click.option("--device", type=int, default=None,
                      help="Analyse this CUDA device only (default: each that ran step ops).")(f)
     # None: the pattern run.json recorded (gapscope profile --steps/--check), else the default.
