@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from analysis.cli import main
-from analysis.cli.base import LAZY_COMMANDS
+from analysis.cli import LAZY_COMMANDS, main
 
 ROOT = Path(__file__).resolve().parent.parent
 STATIC = ROOT / "tests/data/h200-eager-static-bs16.sqlite"
@@ -18,7 +17,7 @@ STATIC = ROOT / "tests/data/h200-eager-static-bs16.sqlite"
 # One fresh process: what each step has imported by then.
 PROBE = """
 import sys
-from analysis.cli import main
+from analysis.cli import LAZY_COMMANDS, main
 
 def heavy():
     return sorted({m.split(".")[0] for m in sys.modules} & {"pandas", "numpy", "matplotlib"})

@@ -39,39 +39,6 @@ def said():
         raise GapscopeError(str(e)) from None
 
 
-# Every command is imported when it runs, not to be listed: name -> (module:attribute, the first
-# sentence of its help, which `gapscope --help` lists; tests/test_startup.py holds the two
-# alike). The analysis needs no harness (doctor), nsys (profile) or study code to run, and
-# `gapscope --help` imports no pandas.
-LAZY_COMMANDS = {
-    "analyze": ("analysis.cli.analyze:analyze",
-                "Analyse one TRACE: an nsys .sqlite export (or .sqlite.gz), a torch.profiler "
-                "trace (.json, .json.gz) or a run directory (capture.sqlite + run.json)."),
-    "compare": ("analysis.cli.compare:compare",
-                "Compare TRACES (exports, run dirs, or directories of run dirs), the first as "
-                "the baseline."),
-    "db": ("analysis.cli.db:db",
-           "The results database: every run analysed, in one SQLite file (docs/METRICS.md)."),
-    "doctor": ("analysis.capture.doctor:doctor",
-               "Check that this machine can run `make profile`: GPU and driver, torch with "
-               "CUDA, nsys and its capture -> import -> SQLite export chain, GPU metrics "
-               "sampling (`profile.sh --metrics`), perf_event_paranoid, free disk."),
-    "profile": ("analysis.cli.profile:profile",
-                "Run CMD under Nsight Systems, export the capture to SQLite and analyse it, "
-                "all in a new run directory traces/<UTC>-<program>/, with an untraced twin of "
-                "its steps."),
-    "ranges": ("analysis.cli.analyze:ranges",
-               "Each NVTX (or record_function) range name in TRACE with its count, the most "
-               "frequent first, `*` beside those the steps pattern takes: what to write for "
-               "--steps."),
-    "report": ("analysis.cli.compare:report",
-               "Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: "
-               "compare's tables (the hardware one too, for runs with GPU metrics), then each "
-               "run's tables and figure."),
-    "study": ("analysis.cli.study:study",
-              "Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, "
-              "or any directory of run directories (every run under it, analysed in parallel)."),
-}
 # "gapscope" where installed (gapscope.analysis, gapscope.harness), "" in the source tree.
 ROOT = (__package__ or "analysis.cli").rpartition(".")[0].rpartition(".")[0]
 
@@ -111,7 +78,8 @@ class Command(OneLineErrors, click.Command):
 
 
 class Group(OneLineErrors, click.Group):
-    # Commands imported when used; only the top-level group has them (not `gapscope db`).
+    # name -> (module:attribute, summary): commands imported when used, listed by their
+    # summary; only the top-level group has them (analysis.cli.LAZY_COMMANDS).
     lazy: dict = {}
 
     def list_commands(self, ctx):
@@ -141,10 +109,6 @@ class Group(OneLineErrors, click.Group):
             limit = formatter.width - 6 - max(len(n) for n, _ in listed)
             with formatter.section("Commands"):
                 formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in listed])
-
-
-class MainGroup(Group):
-    lazy = LAZY_COMMANDS
 
 
 def version() -> str:

@@ -26,19 +26,9 @@ from ..study.overview import (  # noqa: F401
     overview_sections,
     overview_table,
 )
+from ..study.sources import CAPTURE_SOURCES, SOURCES  # noqa: F401
 from ..study.text import BETWEEN_PROCESSES, SAME_PROCESS, listing, pct_span, span, wrap
 
-# part -> the committed directory it is made from (relative to the repository root).
-SOURCES = {
-    "ladder": "docs/study-20261130T221926Z",
-    "captures": "tests/data/runs",
-    "observer": "docs/observer-20261201",
-    "hardware": "docs/hardware-view-20261201",
-    "aa": "docs/aa-20261201",
-    "family": "docs/llama-20261201",
-    "overview": ".",
-}
-CAPTURE_SOURCES = ("captures", "observer", "hardware", "family")
 RESULTS, README, PROFILING = Path("docs/RESULTS.md"), Path("README.md"), Path("docs/PROFILING.md")
 
 
