@@ -77,9 +77,10 @@ RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
 
 def no_op_name_ids(strings: dict) -> str:
-    """The StringIds of NO_OP_CALLS, as SQL's list ("NULL" where there are none)."""
+    """The StringIds of NO_OP_CALLS, as SQL's list for NOT IN: "-1" where there are none (no
+    string has that id; `x NOT IN (NULL)` would be true of no row)."""
     return ", ".join(str(i) for i, v in strings.items()
-                     if strip_api_suffix(v) in NO_OP_CALLS) or "NULL"
+                     if strip_api_suffix(v) in NO_OP_CALLS) or "-1"
 
 
 def _int_columns(rows: list, columns: list) -> dict:
