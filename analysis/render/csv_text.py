@@ -65,14 +65,30 @@ def text_block(series: pd.Series) -> np.ndarray:
     return table.take(np.where(codes < 0, len(cells) - 1, codes), axis=1)  # NA: empty
 
 
-def _block(series: pd.Series) -> np.ndarray:
+def is_int(series: pd.Series) -> bool:
+    """A column int_block writes: numpy integers but uint64 (beyond int64) and int64's least
+    value (its magnitude is beyond int64 too)."""
     values = series.to_numpy()
-    # int64's least value has no magnitude in int64; uint64's largest none in int64 either.
-    if (isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu"
+    return (isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu"
             and (values.dtype.kind == "i" or values.dtype.itemsize < 8)
-            and not (len(values) and values.min() == INT64_MIN)):
-        return int_block(values)
-    return text_block(series)
+            and not (len(values) and values.min() == INT64_MIN))
+
+
+def _text(blocks: list, seps: list) -> str:
+    """The blocks' cells row by row, each cell followed by its separator."""
+    rows = blocks[0].shape[1]
+    parts = [part for block, sep in zip(blocks, seps, strict=True)
+             for part in (block, np.full((1, rows), ord(sep), np.uint8))]
+    block = np.ascontiguousarray(np.concatenate(parts).T)  # a row of bytes per row
+    return block[block != FILL].tobytes().decode()
+
+
+def int_list(series: pd.Series, chunk_rows: int = 200_000) -> str:
+    """The integers (is_int) as a JSON list, the digits pandas' to_json writes."""
+    values = series.to_numpy()
+    text = "".join(_text([int_block(values[i:i + chunk_rows])], [","])
+                   for i in range(0, len(values), chunk_rows))
+    return "[" + text[:-1] + "]"
 
 
 def csv_rows(frame: pd.DataFrame) -> str:
@@ -80,10 +96,6 @@ def csv_rows(frame: pd.DataFrame) -> str:
     Unwritable for a string with a NUL."""
     if not len(frame):
         return ""
-    parts = []
-    for i, column in enumerate(frame.columns):
-        parts.append(_block(frame[column]))
-        sep = ord("\n") if i == len(frame.columns) - 1 else ord(",")
-        parts.append(np.full((1, len(frame)), sep, np.uint8))
-    block = np.ascontiguousarray(np.concatenate(parts).T)  # a row of bytes per CSV row
-    return block[block != FILL].tobytes().decode()
+    blocks = [int_block(frame[c].to_numpy()) if is_int(frame[c]) else text_block(frame[c])
+              for c in frame.columns]
+    return _text(blocks, [","] * (len(blocks) - 1) + ["\n"])
