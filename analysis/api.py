@@ -28,9 +28,19 @@ from .readers.runs import Run, resolve_run, unique_labels
 from .readers.untraced import read_untraced_steps
 from .render.comparison import Comparison, comparison
 from .render.report import plain
-from .store.database import Database
 
-__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "open"]
+# Database: module __getattr__ below.
+__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "open"]  # noqa: F822
+
+
+def __getattr__(name: str):
+    # The results database (sqlite-utils) is imported when asked for: `gapscope analyze`
+    # without --db starts without it.
+    if name == "Database":
+        from .store.database import Database
+
+        return Database
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,

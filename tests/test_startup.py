@@ -1,5 +1,6 @@
-"""Start-up: `gapscope --help`, `--version` and `doctor` import no pandas, `ranges` no matplotlib,
-and the command list `--help` shows without importing the commands is the commands' own."""
+"""Start-up: `gapscope --help`, `--version` and `doctor` import no pandas, `ranges` and `analyze`
+no matplotlib and no sqlite-utils (only --db needs it), and the command list `--help` shows
+without importing the commands is the commands' own."""
 
 import re
 import subprocess
@@ -20,7 +21,8 @@ import sys
 from analysis.cli import LAZY_COMMANDS, main
 
 def heavy():
-    return sorted({m.split(".")[0] for m in sys.modules} & {"pandas", "numpy", "matplotlib"})
+    return sorted({m.split(".")[0] for m in sys.modules}
+                  & {"pandas", "numpy", "matplotlib", "sqlite_utils"})
 
 def run(*args):
     try:
@@ -34,15 +36,18 @@ main.get_command(None, "doctor")
 print("doctor", heavy(), file=sys.stderr)
 run("ranges", sys.argv[1])
 print("ranges", heavy(), file=sys.stderr)
+run("analyze", sys.argv[1])
+print("analyze", heavy(), file=sys.stderr)
 """
 
 
-def test_help_version_and_doctor_import_no_pandas_and_ranges_no_matplotlib():
+def test_help_version_and_doctor_import_no_pandas_and_ranges_and_analyze_no_matplotlib():
     done = subprocess.run([sys.executable, "-c", PROBE, str(STATIC)], cwd=ROOT, check=True,
                           capture_output=True, text=True)
     assert done.stdout.startswith("Usage: gapscope [OPTIONS] COMMAND [ARGS]...")
     assert "\ngapscope 0.1.0\n" in done.stdout
-    assert done.stderr.splitlines() == ["help []", "doctor []", "ranges ['numpy', 'pandas']"]
+    assert done.stderr.splitlines() == ["help []", "doctor []", "ranges ['numpy', 'pandas']",
+                                        "analyze ['numpy', 'pandas']"]
 
 
 def test_help_lists_each_command_by_the_first_sentence_of_its_own_help():
