@@ -11,6 +11,7 @@ package): its modules are a graph of their own.
 """
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,6 +103,7 @@ def resolved(path: Path, root: Path, names: set) -> set:
     return found - {None, name}
 
 
+@functools.cache
 def module_graph() -> dict:
     """module -> the modules of the house it imports."""
     names = {module_name(p, root): (p, root) for p, root in sources()}
