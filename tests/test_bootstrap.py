@@ -7,7 +7,7 @@ import pytest
 from analysis.measures.compare import BOOTSTRAP_SAMPLES, bootstrap_medians
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, 20, 501, 3000])
+@pytest.mark.parametrize("n", [1, 2, 7, 20, 500, 501])
 def test_bootstrap_medians_are_the_medians_of_the_seeded_resamples(n):
     values = np.random.default_rng(n).normal(8.5e6, 1e5, n).round()
     values[::5] = values[0]  # ties
