@@ -45,7 +45,7 @@ def test_help_version_and_doctor_import_no_pandas_and_ranges_and_analyze_no_matp
     done = subprocess.run([sys.executable, "-c", PROBE, str(STATIC)], cwd=ROOT, check=True,
                           capture_output=True, text=True)
     assert done.stdout.startswith("Usage: gapscope [OPTIONS] COMMAND [ARGS]...")
-    assert "\ngapscope 0.1.0\n" in done.stdout
+    assert "\ngapscope 0.1.0" in done.stdout
     assert done.stderr.splitlines() == ["help []", "doctor []", "ranges ['numpy', 'pandas']",
                                         "analyze ['numpy', 'pandas']"]
 
@@ -68,4 +68,4 @@ def test_version_is_the_projects():
     version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(),
                         re.M).group(1)
     result = CliRunner().invoke(main, ["--version"], prog_name="gapscope")
-    assert (result.exit_code, result.output) == (0, f"gapscope {version}\n")
+    assert result.exit_code == 0 and result.output.startswith(f"gapscope {version}")
