@@ -15,12 +15,15 @@ RUNS   ?= 1
 TP     ?= 1
 DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-compile graphed-sync graphed fused)
 
-# Python keeps each module it compiles (__pycache__): on a machine that sets
-# PYTHONDONTWRITEBYTECODE every process would compile torch and transformers again (importing
-# them: 16-19 s instead of 6.5 here). Compiled as first imported rather than all ahead at set-up
-# (compileall on both cores: 23 s), they cost the first `make test` about as much, and only the
-# modules something imports.
+# Python keeps each module it compiles (__pycache__), unless PYTHONDONTWRITEBYTECODE is set (this
+# machine and CI set it): a venv by uv holds no bytecode, so every process would compile what it
+# imports again, each time (`gapscope --help` compiling click, `analyze` pandas and numpy). So
+# each venv is byte-compiled when it is set up, on every core: every package in it and our own
+# two, but transformers (SKIP_COMPILE), compiled as first imported: the tests import a few hundred
+# of its thousands of modules. What a `make` run compiles it keeps (PYTHONDONTWRITEBYTECODE is
+# not passed on).
 unexport PYTHONDONTWRITEBYTECODE
+SKIP_COMPILE ?= /transformers/
 
 ifdef NO_VENV
 PY := $(PYTHON)
@@ -32,6 +35,9 @@ PY := $(VENV)/bin/python
 ANALYSIS_DEPS := $(VENV)/.analysis
 HARNESS_DEPS := $(VENV)/.harness
 endif
+# The venv's packages and ours into bytecode (a file that does not compile is left to its import).
+COMPILE = $(PY) -m compileall -qq -j 0 -x '$(SKIP_COMPILE)' \
+  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" analysis harness || :
 export GAPSCOPE_PYTHON := $(PY)
 
 .PHONY: install install-analysis test test-gpu demo lint clean profile profile-all doctor study
@@ -49,20 +55,22 @@ $(VENV)/bin/python:
 # The analysis alone, by uv where it installs (below), else pip; no torch either way.
 $(VENV)/.analysis: $(VENV)/bin/python pyproject.toml
 	@if $(PY) -m pip install -qq uv 2>/dev/null && $(VENV)/bin/uv pip install -q --python $(PY) -e .; \
-	then :; else $(PY) -m pip install -qq -e .; fi
+	then :; else $(PY) -m pip install -qq --no-compile -e .; fi
+	@$(COMPILE)
 	@touch $@
 
 # One resolution. In a venv with no torch, by uv (pip-installed into the venv first): it fetches
 # and unpacks in parallel: 12 s here, uv's own install included, where pip took 41. uv does not see a torch from
 # --system-site-packages and would fetch another over it, so a venv that has one (and any
 # machine where uv does not install, or fails) takes pip, torch left out where there is one.
-# Nothing is byte-compiled here: each module is compiled when first imported, and kept (below).
+# Byte-compiled after, as above.
 $(VENV)/.harness: $(VENV)/bin/python pyproject.toml
 	@if $(PY) -c 'import torch' 2>/dev/null; then \
 	  $(PY) -m pip install -qq --no-compile -e '.[harness,dev]'; \
 	elif $(PY) -m pip install -qq uv 2>/dev/null && $(VENV)/bin/uv pip install -q --python $(PY) \
 	    $$(for l in $$PIP_FIND_LINKS; do echo --find-links $$l; done) '$(TORCH)' -e '.[harness,dev]'; \
 	then :; else $(PY) -m pip install -qq --no-compile '$(TORCH)' -e '.[harness,dev]'; fi
+	@$(COMPILE)
 	@touch $(VENV)/.analysis $@
 
 # The main job on an embedded default: with no GPU, compare the bundled real H200 captures.

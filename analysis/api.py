@@ -36,10 +36,10 @@ from .readers.runs import Run, resolve_run, unique_labels
 from .readers.untraced import read_untraced_steps
 from .render.comparison import Comparison, comparison
 from .render.report import plain
-from .store import database as stored
 
-__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare", "load",
-           "open", "open_devices"]
+# Database: module __getattr__ below (sqlite-utils is imported when it is asked for).
+__all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare",  # noqa: F822
+           "load", "open", "open_devices"]
 
 
 class Analysis(measured.Analysis):
@@ -159,12 +159,32 @@ def face(a: measured.Analysis) -> Analysis:
     return Analysis(**{f.name: getattr(a, f.name) for f in dataclasses.fields(a)})
 
 
-class Database(stored.Database):
-    __doc__ = stored.Database.__doc__
+_DATABASE = []
 
-    def analyses(self, where: str | None = None) -> list:
-        """The stored runs as Analyses of kind "stored" (summary and steps), for compare."""
-        return [face(a) for a in super().analyses(where)]
+
+def _database_class():
+    """analysis.Database: the results database whose analyses carry the verbs, made on first
+    use, so that `gapscope analyze` without --db starts without sqlite-utils."""
+    if not _DATABASE:
+        from .store import database as stored
+
+        class Database(stored.Database):
+            __doc__ = stored.Database.__doc__
+
+            def analyses(self, where: str | None = None) -> list:
+                """The stored runs as Analyses of kind "stored" (summary and steps), for
+                compare."""
+                return [face(a) for a in super().analyses(where)]
+
+        Database.__module__ = __name__
+        _DATABASE.append(Database)
+    return _DATABASE[0]
+
+
+def __getattr__(name: str):
+    if name == "Database":
+        return _database_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_options(run: Run, step_pattern: str | None, check_pattern: str | None,

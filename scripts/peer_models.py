@@ -12,6 +12,11 @@ both sides.
 import json
 from pathlib import Path
 
+
+class PeerError(Exception):
+    """Bad usage or a failed process: one line, exit 2."""
+
+
 # transformers' LlamaConfig of gpt-fast's stories110M (its ModelArgs: block_size 2048, rope_base
 # 10000, norm_eps 1e-5, intermediate find_multiple(2 * 4 * 768 / 3, 256) = 2048, untied output).
 STORIES_110M = {
@@ -28,7 +33,6 @@ MODELS = {"stories110M": (None, STORIES_110M), "llama-3-8b": ("llama:8b", None)}
 
 def gpt_fast_name(name: str) -> str:
     if name not in MODELS:
-        from .peer_report import PeerError
 
         raise PeerError(f"--model must be one of {', '.join(MODELS)} (gpt-fast's names), "
                         f"got {name!r}")

@@ -37,7 +37,8 @@ def test_the_block_goes_between_its_markers():
 def test_the_json_record_holds_every_figure_the_machine_and_the_load(tmp_path, monkeypatch):
     from analysis.study import benchmark
 
-    calls = iter([(3.0, 2**20, 2**20), (5.0, 2**19, 0)])  # wall s, peak RSS KiB, bytes written
+    # wall s, peak RSS KiB, bytes written, CPU s
+    calls = iter([(3.0, 2**20, 2**20, 2.5), (5.0, 2**19, 0, 4.0)])
     monkeypatch.setattr(benchmark, "run_command", lambda args, out: next(calls))
     record = benchmark.measure(benchmark.DEFAULT_SOURCE, 1, True, 1, None, tmp_path,
                                only=("format text", "format json"))
@@ -45,10 +46,11 @@ def test_the_json_record_holds_every_figure_the_machine_and_the_load(tmp_path, m
     assert record["trace"]["source"] == "tests/data/h200-eager-static-bs16.sqlite"
     assert (record["trace"]["copies"], record["trace"]["step_names"]) == (1, "repeated")
     assert record["machine"]["cores"] >= 1 and len(record["load_average"]["start"]) == 3
-    assert record["commands"] == [
-        {"name": "analyze --format text", "wall_s": [3.0], "peak_rss_gib": 1.0,
-         "written_mib": 1.0},
-        {"name": "analyze --format json", "wall_s": [5.0], "peak_rss_gib": 0.5,
-         "written_mib": 0.0}]
+    assert [{k: c[k] for k in ("name", "wall_s", "cpu_s", "peak_rss_gib", "written_mib", "ratio")}
+            for c in record["commands"]] == [
+        {"name": "analyze --format text", "wall_s": [3.0], "cpu_s": [2.5], "peak_rss_gib": 1.0,
+         "written_mib": 1.0, "ratio": None},
+        {"name": "analyze --format json", "wall_s": [5.0], "cpu_s": [4.0], "peak_rss_gib": 0.5,
+         "written_mib": 0.0, "ratio": None}]
     tail = " ".join(benchmark.block_from_record(record).split("\n\n")[-1].split())
     assert tail == "No nsys in this run, so no ratio; the largest peak RSS 1.00 GiB."

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from between_processes import agrees, committed_spread, gpu_time_agreement, same_counts
 
 from analysis.measures.summary import analyze
 from analysis.readers import load_trace
@@ -101,7 +102,11 @@ def test_kineto_and_nsys_count_the_same_ops_a_step(traces):
     _run(nsys, "export", "--type", "sqlite", "-o", traces / "cap.sqlite", traces / "cap.nsys-rep")
     (k,) = analyze(load_trace(traces / "k.json.gz"))
     (n,) = analyze(load_trace(traces / "cap.sqlite"))
-    assert list(k.steps["ops"]) == list(n.steps["ops"])
-    assert list(k.steps["op_records"]) == list(n.steps["op_records"])
-    ratio = k.steps["busy_ns"].astype(float) / n.steps["busy_ns"].astype(float)
-    assert ratio.between(0.95, 1.05).all(), list(ratio)
+    # Exact across the two processes: each step's ops and op records.
+    assert same_counts(k, n), (k.steps[["step", "ops", "op_records"]].to_dict("list"),
+                               n.steps[["step", "ops", "op_records"]].to_dict("list"))
+    # GPU time is not (two processes): medians of each kind of step within the measured spread
+    # (tests/between_processes.py).
+    agreement = gpu_time_agreement(k, n, lambda s: "graphed" if s % 2 else "eager",
+                                   committed_spread())
+    assert agrees(agreement), (agreement, k.steps["busy_ns"].tolist(), n.steps["busy_ns"].tolist())

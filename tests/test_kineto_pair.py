@@ -2,6 +2,7 @@
 static-kineto, `profile.sh static --kineto` on the H200): the two readers see the same launches,
 the same GPU work to within 5%, and the profilers' own costs differ (docs/ANALYSIS.md)."""
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import analysis
 PAIR = Path(__file__).parent / "data" / "runs" / "static-kineto"
 
 
+@functools.cache
 def analyses():
     (nsys,) = analysis.open(PAIR / "capture.sqlite")
     (kineto,) = analysis.open(PAIR / "kineto.json.gz")
@@ -70,3 +72,26 @@ def test_the_op_after_each_gap_has_one_name_in_both_readers():
     for a in (nsys, kineto):
         assert a.gaps.groupby("next_op").size().to_dict() == by_name
     assert nsys.gaps["next_op"].tolist() == kineto.gaps["next_op"].tolist()
+
+
+def test_the_gpu_suites_check_of_two_processes_holds_on_the_pair_and_fails_past_its_spread():
+    """tests/between_processes.py on the committed pair (what test_gpu_kineto.py checks of a
+    fresh one on the GPU machine): the same counts, the median within the spread; 5% more GPU
+    time in one of them is past it."""
+    import dataclasses
+
+    from between_processes import agrees, committed_spread, gpu_time_agreement, same_counts
+
+    nsys, kineto, *_ = analyses()
+    between = committed_spread(nsys, kineto)
+    assert round(between, 4) == 0.0133  # step 31: 1112389 / 1097819 ns
+    assert same_counts(kineto, nsys)
+    (ratio, tolerance), = gpu_time_agreement(kineto, nsys, lambda s: "eager", between).values()
+    # medians 1109596.5 / 1101260 ns; nsys's steps 1097819-1102713 ns (0.45%) + 1.33%
+    assert (round(ratio, 4), round(tolerance, 4)) == (1.0076, 0.0177)
+    assert agrees({"eager": (ratio, tolerance)})
+    busier = nsys.steps.assign(busy_ns=nsys.steps["busy_ns"] * 1.05)
+    slower = dataclasses.replace(nsys, steps=busier)
+    assert not agrees(gpu_time_agreement(kineto, slower, lambda s: "eager", between))
+    fewer = dataclasses.replace(nsys, steps=nsys.steps.assign(ops=nsys.steps["ops"] - 1))
+    assert not same_counts(kineto, fewer)

@@ -1,16 +1,23 @@
-"""The house's layers: no package imports one that imports it back, and the pipeline's order holds.
+"""The house's layers: no package imports one that imports it back, no module one that imports it
+back, the pipeline's order holds, and no module is over 400 lines.
 
-Every import in analysis/ and harness/ is read from the source (ast: function-level imports
-too, and the module strings of the CLI's lazy commands), each resolved to its unit: a
+Every import in analysis/, harness/ and scripts/ is read from the source (ast: function-level
+imports too, and the module strings of the CLI's lazy commands), each resolved to its unit: a
 sub-package of analysis (readers, measures, render, store, capture, study), a top-level module
-of analysis (errors, api, sweep, cli) or harness. The units' graph must have no cycle.
+of analysis (errors, api, sweep, cli), harness or scripts. The units' graph must have no cycle,
+and neither must the graph of the modules themselves (inside a sub-package too). The hook
+(harness/inject/) runs inside the user's program under names of its own (`sitecustomize`, its
+package): its modules are a graph of their own.
 """
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("analysis", "harness")
+PACKAGES = ("analysis", "harness", "scripts")
+INJECT = ROOT / "harness" / "inject"
+MAX_LINES = 400
 
 
 def unit(module: str) -> str | None:
@@ -20,19 +27,20 @@ def unit(module: str) -> str | None:
         parts = parts[1:]
     if not parts or parts[0] not in PACKAGES:
         return None
-    if parts[0] == "harness" or len(parts) == 1:
+    if parts[0] in ("harness", "scripts") or len(parts) == 1:
         return parts[0]
     return ".".join(parts[:2])
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(path: Path) -> set:
-    """The dotted names a module imports, relative imports resolved, lazy ones included."""
-    name = module_name(path)
+def imported(path: Path, root: Path = ROOT) -> set:
+    """The dotted names a module imports, relative imports resolved, lazy ones included: for
+    `from M import n`, both M and M.n (n may be a module or a name in M)."""
+    name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     tree = ast.parse(path.read_text())
@@ -54,12 +62,59 @@ def imported(path: Path) -> set:
     return found
 
 
+def sources() -> list:
+    """(module file, the root its name is relative to) of every module: analysis/, harness/ and
+    scripts/ from the repository root, the hook's from harness/inject/."""
+    found = [(p, INJECT) for p in INJECT.rglob("*.py")]
+    for package in PACKAGES:
+        found += [(p, ROOT) for p in (ROOT / package).rglob("*.py")
+                  if INJECT not in p.parents]
+    return sorted(found)
+
+
+def resolved(path: Path, root: Path, names: set) -> set:
+    """The modules of `names` a module imports, each import statement resolved to the module it
+    reads: `from M import n` is M.n where that is a module, else M; `import a.b.c` the longest
+    of a.b.c, a.b, a that is one; a lazy command's "module:attr" its module."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def longest(dotted: str) -> str | None:
+        while dotted and dotted not in names:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {longest(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in names else longest(base)
+                      for a in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            head = node.value.split(":")[0]
+            if ":" in node.value and head in names:
+                found.add(head)
+    return found - {None, name}
+
+
+@functools.cache
+def module_graph() -> dict:
+    """module -> the modules of the house it imports."""
+    names = {module_name(p, root): (p, root) for p, root in sources()}
+    return {name: resolved(path, root, set(names)) for name, (path, root) in names.items()}
+
+
 def graph() -> dict:
     edges = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            if "inject" in path.parts:  # the hook runs inside the user's program, stdlib only
-                continue
+    for path, root in sources():
+        if root == INJECT:  # the hook runs inside the user's program, stdlib only
+            continue
             source = unit(module_name(path))
             for name in imported(path):
                 target = unit(name)
@@ -97,6 +152,19 @@ def test_no_unit_imports_one_that_imports_it_back():
     assert cycle(graph()) is None
 
 
+def test_no_module_imports_one_that_imports_it_back():
+    """Inside a sub-package too: study's parts, results and publish once went round in a
+    circle (overview -> publish -> parts -> results -> runs -> results)."""
+    assert cycle(module_graph()) is None
+
+
+def test_no_module_is_over_400_lines():
+    """House style: small modules (aim at ~300 lines). Nothing is exempt."""
+    long = {str(p.relative_to(ROOT)): n for p, _ in sources()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
 def test_the_pipeline_order_holds():
     """readers <- measures <- render <- store, none of them reaching up to the capture, the
     study, the CLI or the harness; the analysis never imports the harness."""
@@ -122,3 +190,14 @@ def test_the_check_finds_a_cycle():
     assert cycle({"a": {"b"}, "b": {"c"}}) is None
     assert unit("gapscope.analysis.capture.doctor") == "analysis.capture"
     assert unit("analysis.errors") == "analysis.errors"
+
+
+def test_the_module_graph_resolves_names_to_their_modules():
+    """`from ..study.text import wrap` is an edge to analysis.study.text, not to the package;
+    `from ..study import observer` to analysis.study.observer; a lazy command's string to its
+    module; the hook's modules by their own names."""
+    edges = module_graph()
+    assert {"analysis.study.text", "analysis.study.observer"} <= edges["analysis.study.runs"]
+    assert "analysis.study" not in edges["analysis.study.runs"]
+    assert "analysis.capture.doctor" in edges["analysis.cli"]
+    assert "sitecustomize" in edges

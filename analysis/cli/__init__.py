@@ -2,18 +2,55 @@
 
 Each command opens, compares or stores through the library (analysis.open, analysis.compare,
 analysis.Database) and adds its options and its printing: analyze.py (analyze, ranges),
-compare.py (compare, report), db.py (db add, --db), and imported when used, profile.py,
-study.py and analysis.capture.doctor.
+compare.py (compare, report), db.py (db add, --db), profile.py, study.py and
+analysis.capture.doctor, each imported when it runs (LAZY_COMMANDS): `gapscope --help` and
+`--version` answer without pandas.
 """
 
 import click
 
-from .analyze import analyze, ranges
-from .base import GapscopeError, MainGroup, split_pattern, step_notes
-from .compare import compare, report
-from .db import db
+from .base import GapscopeError, Group, split_pattern, step_notes
 
 __all__ = ["GapscopeError", "main", "split_pattern", "step_notes"]
+
+# Every command is imported when it runs, not to be listed: name -> (module:attribute, the first
+# sentence of its help, which `gapscope --help` lists; tests/test_startup.py holds the two
+# alike). The analysis needs no harness (doctor), nsys (profile) or study code to run, and
+# `gapscope --help` imports no pandas.
+LAZY_COMMANDS = {
+    "analyze": ("analysis.cli.analyze:analyze",
+                "Analyse one TRACE: an nsys .sqlite export (as it is, .sqlite.gz or .sqlite.xz), "
+                "a torch.profiler trace (.json, .json.gz) or a run directory (capture.sqlite + "
+                "run.json)."),
+    "compare": ("analysis.cli.compare:compare",
+                "Compare TRACES (exports, run dirs, or directories of them), the first as the "
+                "baseline."),
+    "db": ("analysis.cli.db:db",
+           "The results database: every run analysed, in one SQLite file (docs/METRICS.md)."),
+    "doctor": ("analysis.capture.doctor:doctor",
+               "Check that this machine can capture with `gapscope profile`: GPU and driver, "
+               "torch with CUDA, nsys and its capture -> import -> SQLite export chain, GPU "
+               "metrics sampling, perf_event_paranoid, free disk."),
+    "profile": ("analysis.cli.profile:profile",
+                "Run CMD under Nsight Systems, export the capture to SQLite and analyse it, "
+                "all in a new run directory traces/<UTC>-<program>/, with an untraced twin of "
+                "its steps."),
+    "ranges": ("analysis.cli.analyze:ranges",
+               "Each NVTX (or record_function) range name in TRACE with its count, the most "
+               "frequent first, `*` beside those the steps pattern takes: what to write for "
+               "--steps."),
+    "report": ("analysis.cli.compare:report",
+               "Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: "
+               "compare's tables (the hardware one too, for runs with GPU metrics), then each "
+               "run's tables and figure."),
+    "study": ("analysis.cli.study:study",
+              "Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, "
+              "or any directory of run directories (every run under it, analysed in parallel)."),
+}
+
+
+class MainGroup(Group):
+    lazy = LAZY_COMMANDS
 
 
 def _version(ctx, _param, value) -> None:
@@ -37,6 +74,3 @@ def main():
         gapscope profile -- python generate.py                # any program, as it is
     """
 
-
-for command in (analyze, compare, db, ranges, report):
-    main.add_command(command)

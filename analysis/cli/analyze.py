@@ -19,7 +19,6 @@ from .base import (
     say_step_notes,
     write,
 )
-from .db import store_runs
 
 
 def write_perfetto(path: Path, runs: list) -> None:
@@ -94,6 +93,8 @@ def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_patt
     if perfetto:
         write_perfetto(Path(perfetto), [timeline(run.label, analyses)])
     if db_path:
+        from .db import store_runs  # sqlite-utils, only for --db
+
         store_runs(db_path, [(run.label, analyses)])
 
 

@@ -1,5 +1,9 @@
 """What every command of the console script shares: one-line errors (exit 2 for bad input),
-the lazily imported commands, the pattern options, and the notes on a loose steps pattern."""
+the lazily imported commands, the pattern options, and the notes on a loose steps pattern.
+
+Imports neither pandas nor numpy: `gapscope --help`, `--version` and `doctor` start without
+them (the library's modules are imported by the command that runs).
+"""
 
 import importlib
 import importlib.util
@@ -11,7 +15,13 @@ from pathlib import Path
 import click
 
 from ..errors import TraceError
-from ..measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN, name_shapes
+
+
+def name_shapes(names):
+    """measures.steps.name_shapes, imported when a note is made (it needs pandas)."""
+    from ..measures.steps import name_shapes as shapes
+
+    return shapes(names)
 
 
 class GapscopeError(click.ClickException):
@@ -29,10 +39,6 @@ def said():
         raise GapscopeError(str(e)) from None
 
 
-# Commands imported only when used: the analysis needs no harness (doctor), nsys (profile) or
-# study code to run.
-LAZY_COMMANDS = {"doctor": "analysis.capture.doctor:doctor", "study": "analysis.cli.study:study",
-                 "profile": "analysis.cli.profile:profile"}
 # "gapscope" where installed (gapscope.analysis, gapscope.harness), "" in the source tree.
 ROOT = (__package__ or "analysis.cli").rpartition(".")[0].rpartition(".")[0]
 
@@ -72,17 +78,18 @@ class Command(OneLineErrors, click.Command):
 
 
 class Group(OneLineErrors, click.Group):
-    # Commands imported when used; only the top-level group has them (not `gapscope db`).
+    # name -> (module:attribute, summary): commands imported when used, listed by their
+    # summary; only the top-level group has them (analysis.cli.LAZY_COMMANDS).
     lazy: dict = {}
 
     def list_commands(self, ctx):
-        lazy = [n for n, target in self.lazy.items()
+        lazy = [n for n, (target, _) in self.lazy.items()
                 if _importable(qualified(target.split(":")[0]))]
         return sorted([*super().list_commands(ctx), *lazy])
 
     def get_command(self, ctx, name):
         if name in self.lazy:
-            module, attr = self.lazy[name].split(":")
+            module, attr = self.lazy[name][0].split(":")
             module = qualified(module)
             if not _importable(module):
                 return None  # not installed (the analysis alone): no such command
@@ -92,12 +99,21 @@ class Group(OneLineErrors, click.Group):
                 raise GapscopeError(f"gapscope {name}: {module} cannot be imported: {e}") from None
         return super().get_command(ctx, name)
 
-
-class MainGroup(Group):
-    lazy = LAZY_COMMANDS
+    def format_commands(self, ctx, formatter):
+        """click's list of commands, the lazy ones by their summary (none of them imported)."""
+        names = self.list_commands(ctx)
+        listed = [(n, click.Command(n, help=self.lazy[n][1]) if n in self.lazy
+                   else self.get_command(ctx, n)) for n in names]
+        listed = [(n, c) for n, c in listed if c is not None and not c.hidden]
+        if listed:
+            limit = formatter.width - 6 - max(len(n) for n, _ in listed)
+            with formatter.section("Commands"):
+                formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in listed])
 
 
 def pattern_options(f):
+    from ..measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
+
     f = click.option("--device", type=int, default=None,
                      help="Analyse this CUDA device only (default: each that ran step ops).")(f)
     # None: the pattern run.json recorded (gapscope profile --steps/--check), else the default.

@@ -242,7 +242,8 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
         trace = Trace(
             path=path,
             schema_version=_schema_version(con, tables),
-            ops=read_ops(con, _uri(path), kinds, parallel_min_ops) if kinds else empty_ops(),
+            ops=read_ops(con, _uri(path), kinds, parallel_min_ops, strings) if kinds
+            else empty_ops(),
             blocking=blocking,
             ranges=read_ranges(con, tables),
             strings=strings,

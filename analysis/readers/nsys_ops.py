@@ -1,7 +1,7 @@
 """The GPU ops of an nsys export (kernels, copies, sets, graph executions) and the API calls
 that launched them: one frame of ops with their launch call's start, end and thread. Big exports
-are read in a second thread, as text (PARALLEL_MIN_OPS); the rest of the export (ranges, calls,
-marks, names) is readers/nsys.py's.
+are read as text, the ops in a second thread while this one reads their launch calls
+(PARALLEL_MIN_OPS); the rest of the export (ranges, calls, marks, names) is readers/nsys.py's.
 """
 
 import itertools
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from ..readers.trace import GRAPH, KERNEL, MEMCPY, MEMSET
+from ..readers.trace import GRAPH, KERNEL, MEMCPY, MEMSET, strip_api_suffix
 
 OP_TABLES = {
     KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -53,13 +53,34 @@ SELECT start, end, (deviceId << 32) | streamId, IFNULL(correlationId, -1), {pid}
 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE
 """
 
-# The API calls that launched ops: only those whose correlationId an op carries. Matching them
-# to ops in numpy costs less than SQLite's join, which indexes the whole API table first.
+# API calls that launch no GPU op: lookups beside each launch (cuKernelGetName before every
+# cudaLaunchKernel on torch 2.11: as many rows as the launches), queries of the device or the
+# stream. Never an op's launch call, so they are not read as one (names after strip_api_suffix).
+NO_OP_CALLS = frozenset({
+    "cuKernelGetName", "cuKernelGetFunction", "cuKernelGetAttribute", "cuKernelSetAttribute",
+    "cuFuncGetAttribute", "cuFuncSetAttribute", "cuFuncGetName", "cuGetProcAddress",
+    "cuLibraryGetKernel", "cuModuleGetFunction", "cuCtxGetCurrent", "cuCtxGetDevice",
+    "cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo", "cudaGetDevice", "cudaGetDeviceCount", "cudaDeviceGetAttribute",
+    "cudaFuncGetAttributes", "cudaPointerGetAttributes", "cudaEventQuery", "cudaStreamQuery",
+})
+
+# The API calls that launched ops: those whose correlationId an op carries (small exports: SQLite
+# indexes the ops' ids and looks each call up), or every call that can launch one (big exports,
+# as text; not indexing 1M ids saves most of a second). Matched to the ops in numpy either way.
 LAUNCH_SQL = """
 SELECT correlationId, start, end, IFNULL(globalTid, -1) FROM CUPTI_ACTIVITY_KIND_RUNTIME
-WHERE correlationId IN ({corr})
+WHERE correlationId IN ({corr}) AND nameId NOT IN ({no_op})
 """
 LAUNCH_COLUMNS = ["corr", "start", "end", "tid"]
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+
+def no_op_name_ids(strings: dict) -> str:
+    """The StringIds of NO_OP_CALLS, as SQL's list for NOT IN: "-1" where there are none (no
+    string has that id; `x NOT IN (NULL)` would be true of no row)."""
+    return ", ".join(str(i) for i, v in strings.items()
+                     if strip_api_suffix(v) in NO_OP_CALLS) or "-1"
 
 
 def _int_columns(rows: list, columns: list) -> dict:
@@ -102,46 +123,70 @@ def match_launches(op_pid: np.ndarray, op_corr: np.ndarray, calls: dict) -> np.n
 
 
 # From this many ops on, a second thread reads the ops while this one reads their launch calls,
-# and reads them as text: SQLite formats a chunk of rows into one string in a single step, with
-# the GIL released all along, and numpy parses the string. Rows fetched one at a time need the
-# GIL back for each row's Python objects, and two threads fetching so run slower than one
-# (ANALYSIS.md, Robustness). A thread, not a process: safe in a notebook or any threaded program.
+# and both read them as text: SQLite formats a chunk of rows, a column at a time, into one string
+# a column (group_concat), with the GIL released all along, and numpy parses each string; a
+# column at a time takes less than half of what one string of whole rows does. Rows fetched one
+# at a time need the GIL back for each row's Python objects, and two threads fetching so run
+# slower than one (ANALYSIS.md, Robustness). A thread, not a process: safe in a notebook or any
+# threaded program.
 PARALLEL_MIN_OPS = 200_000
 TEXT_CHUNK_ROWS = 250_000
 OP_COUNT_SQL = "SELECT count(*) FROM {table}"
 ROWID_RANGE_SQL = "SELECT min(rowid), max(rowid) FROM {table}"
-# OP_SELECT_SQL's columns, a row as text and a chunk of rows as one string. A row with a NULL
-# drops out of group_concat (NULL || text is NULL): the count says so.
-OPS_TEXT_SQL = """
-SELECT count(*), group_concat(start || ',' || end || ',' || ((deviceId << 32) | streamId) || ','
-    || IFNULL(correlationId, -1) || ',' || {pid} || ',' || {what}, ',')
-FROM {table} WHERE rowid BETWEEN ? AND ?
-"""
+# OP_SELECT_SQL's columns of a chunk of rows, each column one string. A NULL drops out of
+# group_concat: the count says so.
+OPS_TEXT_EXPRS = ("start", "end", "(deviceId << 32) | streamId", "IFNULL(correlationId, -1)",
+                  "{pid}", "{what}")
+LAUNCH_TEXT_EXPRS = ("IFNULL(correlationId, -1)", "start", "end", "IFNULL(globalTid, -1)")
+TEXT_SQL = "SELECT count(*), {columns} FROM {table} WHERE rowid BETWEEN ? AND ?{where}"
+
+
+def text_sql(table: str, exprs: tuple, where: str = "") -> str:
+    return TEXT_SQL.format(columns=", ".join(f"group_concat({e})" for e in exprs), table=table,
+                           where=where)
+
+
+def _text_chunks(con: sqlite3.Connection, table: str, sql: str, columns: list) -> list:
+    """The integer columns of `sql` (text_sql: the count and each column as text, of the rows
+    between two rowids) over the table in rowid order, chunk by chunk: SQLite formats them with
+    the GIL released."""
+    chunks = []
+    lo, hi = con.execute(ROWID_RANGE_SQL.format(table=table)).fetchone()
+    for first in range(lo, hi + 1, TEXT_CHUNK_ROWS) if lo is not None else ():
+        count, *texts = con.execute(sql, (first, first + TEXT_CHUNK_ROWS - 1)).fetchone()
+        try:
+            values = [np.fromstring(text or "", dtype=np.int64, sep=",") for text in texts]
+        except ValueError:
+            values = None
+        if values is None or any(len(v) != count for v in values):
+            raise sqlite3.DatabaseError(f"unexpected value in {table}: NULL or not an "
+                                        "integer where nsys writes one")
+        chunks.append(dict(zip(columns, values, strict=True)))
+    return chunks
+
+
+def _columns(chunks: list, columns: list) -> dict:
+    return {c: np.concatenate([chunk[c] for chunk in chunks]) if chunks
+            else np.empty(0, np.int64) for c in columns}
 
 
 def _ops_as_text(uri: str, selects: list) -> dict:
     """OP_COLUMNS of the (table, pid, what) selects, in rowid order as OP_SELECT_SQL reads them,
     on a read-only connection of its own (what the second thread runs)."""
     con = sqlite3.connect(uri, uri=True)
-    parts = []
     try:
-        for table, pid, what in selects:
-            sql = OPS_TEXT_SQL.format(table=table, pid=pid, what=what)
-            lo, hi = con.execute(ROWID_RANGE_SQL.format(table=table)).fetchone()
-            for first in range(lo, hi + 1, TEXT_CHUNK_ROWS) if lo is not None else ():
-                count, text = con.execute(sql, (first, first + TEXT_CHUNK_ROWS - 1)).fetchone()
-                try:
-                    values = np.fromstring(text or "", dtype=np.int64, sep=",")
-                except ValueError:
-                    values = None
-                if values is None or len(values) != count * len(OP_COLUMNS):
-                    raise sqlite3.DatabaseError(f"unexpected value in {table}: NULL or not an "
-                                                "integer where nsys writes one")
-                parts.append(values)
+        chunks = [chunk for table, pid, what in selects
+                  for chunk in _text_chunks(con, table, text_sql(table, tuple(
+                      e.format(pid=pid, what=what) for e in OPS_TEXT_EXPRS)), OP_COLUMNS)]
     finally:
         con.close()
-    data = (np.concatenate(parts) if parts else np.empty(0, np.int64)).reshape(-1, len(OP_COLUMNS))
-    return {c: data[:, i] for i, c in enumerate(OP_COLUMNS)}
+    return _columns(chunks, OP_COLUMNS)
+
+
+def _launches_as_text(con: sqlite3.Connection, no_op: str) -> dict:
+    """LAUNCH_COLUMNS of every API call that can launch an op (not NO_OP_CALLS)."""
+    sql = text_sql(RUNTIME_TABLE, LAUNCH_TEXT_EXPRS, f" AND nameId NOT IN ({no_op})")
+    return _columns(_text_chunks(con, RUNTIME_TABLE, sql, LAUNCH_COLUMNS), LAUNCH_COLUMNS)
 
 
 def _pid_column(con: sqlite3.Connection, table: str) -> str:
@@ -157,14 +202,19 @@ def _read_graphs(con: sqlite3.Connection) -> dict:
 
 
 def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
-             parallel_min_ops: int = PARALLEL_MIN_OPS) -> pd.DataFrame:
+             parallel_min_ops: int = PARALLEL_MIN_OPS, strings: dict | None = None) -> pd.DataFrame:
+    """The ops frame (readers/trace.py's Trace.ops); `strings`, the export's StringIds (read
+    here where not given), name the calls that launch nothing."""
+    if strings is None:
+        strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+    no_op = no_op_name_ids(strings)
     rows = [k for k in kinds if k != GRAPH]
     selects = [(OP_TABLES[k], _pid_column(con, OP_TABLES[k]), "shortName" if k == KERNEL else -k)
                for k in rows]
     ops_sql = " UNION ALL ".join(OP_SELECT_SQL.format(table=t, pid=p, what=w)
                                  for t, p, w in selects)
     corr_sql = " UNION ALL ".join(f"SELECT correlationId FROM {OP_TABLES[k]}" for k in kinds)
-    launch_sql = LAUNCH_SQL.format(corr=corr_sql)
+    launch_sql = LAUNCH_SQL.format(corr=corr_sql, no_op=no_op)
     count = sum(con.execute(OP_COUNT_SQL.format(table=OP_TABLES[k])).fetchone()[0] for k in rows)
     if count < parallel_min_ops:
         raw = _int_columns(con.execute(ops_sql).fetchall() if rows else [], OP_COLUMNS)
@@ -172,7 +222,7 @@ def read_ops(con: sqlite3.Connection, uri: str, kinds: list,
     else:
         with ThreadPoolExecutor(1, thread_name_prefix="gapscope-ops") as pool:
             pending = pool.submit(_ops_as_text, uri, selects)
-            calls = _int_columns(con.execute(launch_sql).fetchall(), LAUNCH_COLUMNS)
+            calls = _launches_as_text(con, no_op)
             raw = pending.result()
     what = raw["what"]
     kind = np.where(what >= 0, KERNEL, -what)

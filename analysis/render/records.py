@@ -10,6 +10,10 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..measures.analysis import METRICS
+from ..render.csv_text import Unwritable, csv_field, csv_rows, int_list, is_int
+
+# From this many values on, a column of integers is written by csv_text.int_list.
+JSON_INTS_MIN = 1000
 
 
 def plain(value):
@@ -93,8 +97,11 @@ def _json_chunks(value, indent: str, depth: int):
         last = len(value.columns) - 1
 
         def column(i: int) -> str:
-            return (f"{inner}{json.dumps(value.columns[i])}: "
-                    + value.iloc[:, i].to_json(orient="values", double_precision=15)
+            series = value.iloc[:, i]
+            # integers by render/csv_text.py (the same digits, in a third of the time)
+            text = (int_list(series) if len(series) > JSON_INTS_MIN and is_int(series)
+                    else series.to_json(orient="values", double_precision=15))
+            return (f"{inner}{json.dumps(value.columns[i])}: " + text
                     + (",\n" if i < last else "\n"))
 
         yield "{\n"
@@ -129,47 +136,24 @@ TABLES = ("steps", "gaps", "streams", "syncs", "host")
 CSV_CHUNK_ROWS = 200_000
 
 
-def _csv_field(text: str) -> str:
-    """A string as pandas' to_csv writes it (the csv module's QUOTE_MINIMAL)."""
-    if any(c in text for c in ',"\r\n'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-# A column with fewer distinct values than CSV_FEW in its first CSV_SAMPLE rows is formatted
-# once per distinct value (steps, streams, threads, causes, kernel names repeat a million times).
-CSV_SAMPLE = 10_000
-CSV_FEW = 1_000
-
-
 def _is_int(series: pd.Series) -> bool:
     """numpy integers (never NA; the nullable Int64 of the steps table goes through pandas)."""
     return isinstance(series.dtype, np.dtype) and series.dtype.kind in "iu"
 
 
 def _csv_fast(series: pd.Series) -> bool:
-    """Columns that csv_chunks formats exactly as to_csv does: numpy integers, strings and
-    categories (floats and nullable integers, in the small tables only, go through pandas)."""
+    """Columns that csv_chunks formats exactly as to_csv does (render/csv_text.py): numpy
+    integers, strings and categories (floats and nullable integers, in the small tables only, go
+    through pandas)."""
     return (_is_int(series) or series.dtype == object
             or pd.api.types.is_string_dtype(series.dtype)
             or isinstance(series.dtype, pd.CategoricalDtype))
 
 
-def _csv_cells(series: pd.Series) -> list:
-    """One column's CSV cells, without a Python call per value: repeating values are formatted
-    once each, other integers by pandas' C JSON encoder (the same digits as to_csv)."""
-    if _is_int(series) and series.iloc[:CSV_SAMPLE].nunique() >= CSV_FEW:
-        return series.to_json(orient="values")[1:-1].split(",") if len(series) else []
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
-    cells = [_csv_field(str(u)) for u in uniques.tolist()]
-    # Code -1 (NA) takes the appended empty cell, as to_csv writes NA.
-    return np.array(cells + [""], dtype=object)[codes].tolist()
-
-
 def csv_chunks(analyses: list, table: str = "steps"):
     """`analyze --format csv`: one table (steps, gaps, streams, syncs or host), one row per step,
     gap, stream, sync site or step and host row, and device, in pieces of CSV_CHUNK_ROWS rows
-    (a million gaps in a second: pandas' to_csv takes seconds)."""
+    (a million gaps in a second, render/csv_text.py: pandas' to_csv takes seconds)."""
     if table != "steps" and any(a.kind == METRICS for a in analyses):
         raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace has no "
                          "gaps, streams, syncs or host table; --table steps prints its per-step "
@@ -181,12 +165,14 @@ def csv_chunks(analyses: list, table: str = "steps"):
     if not all(_csv_fast(out[c]) for c in out.columns):
         yield out.to_csv(index=False)
         return
-    yield ",".join(_csv_field(str(c)) for c in out.columns) + "\n"
+    yield ",".join(csv_field(str(c)) for c in out.columns) + "\n"
 
     def rows(first: int) -> str:
         chunk = out.iloc[first:first + CSV_CHUNK_ROWS]
-        cells = [_csv_cells(chunk[c]) for c in chunk.columns]
-        return "\n".join(map(",".join, zip(*cells, strict=True))) + "\n"
+        try:
+            return csv_rows(chunk)
+        except Unwritable:
+            return chunk.to_csv(index=False, header=False)
 
     yield from map(rows, range(0, len(out), CSV_CHUNK_ROWS))
 

@@ -2,20 +2,37 @@
 
     python -m analysis.study.benchmark [--copies 150] [--repeat-names|--renumber] [--runs 3]
                                  [--nsys PATH] [--only TEXT ...] [--no-steps] [--json FILE]
+                                 [--startup-runs 7]
 
 Builds bench.sqlite in a scratch directory of its own (removed at the end; several benchmarks
 may run at once) by tiling a real export in time: each copy shifts every timestamp by the
 export's span and every correlationId by its largest one, and keeps the step names (or renumbers
-them), so the tiled trace is one long, consistent capture. Then times each output (text, JSON,
-CSV, --db, report) in a fresh process. With --no-steps the step ranges are deleted from the
-tiled trace, so every command infers the steps (analysis/measures/infer.py); nsys's projection still
-reads the original (it needs the ranges). This is the one place outside
-the loader that touches SQLite, and it only writes its own scratch copy. `--json FILE` keeps every
-figure with the load and the machine: docs/benchmark-2core.json is the one docs/ANALYSIS.md's
-Speed block is made from (analysis/study/blocks.py).
+them), so the tiled trace is one long, consistent capture, and a copy of it without its step
+ranges (un-annotated: gapscope infers the steps, analysis/measures/infer.py). Then times each
+output (text, JSON, CSV, `--table gaps`, --db, report, and text of the un-annotated copy) in a
+fresh process, nsys's projection report on the same file in the same run, interleaved, and
+prints each one's median wall time over nsys's (its ratio; the target is 0.8x or less), its CPU
+time (user + system, all threads: what a loaded machine cannot hide) and its peak RSS; then the
+start-up times of analysis/study/startup.py. With --no-steps every command reads the
+un-annotated copy; nsys's projection still reads the original (it needs the ranges). This is the
+one place outside the loader that touches SQLite, and it only writes its own scratch copy.
+
+`--json FILE` writes every figure it prints, one object (format "gapscope-benchmark/1"; the
+keys stay as they are, new ones are only added):
+    when, command                       UTC time of the run, the command line
+    machine {cores, cpu, system, python}
+    load_average {start, end}           os.getloadavg() (1, 5, 15 min) before and after
+    trace {source, copies, step_names, gpu_op_records, mib}
+    runs                                timed runs of each command
+    nsys {version, report, wall_s, cpu_s} | null     each run's seconds
+    commands [{name, args, wall_s, cpu_s, peak_rss_gib, written_mib, ratio}]
+                                        each run's seconds; ratio: median wall / nsys's
+    startup {NAME: {wall_s, median_s, target_s}}     analysis/study/startup.py's figures
+docs/benchmark-2core.json is such a record, made on the 2-core development machine.
 """
 
 import os
+import resource
 import shutil
 import sqlite3
 import subprocess
@@ -114,9 +131,14 @@ except SystemExit as e:
         raise
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
 """
-def commands(trace: Path, out: Path) -> dict:
-    """name -> gapscope arguments; each output goes to a file, as a user would redirect it."""
-    return {
+INFERRED = "analyze (steps inferred)"
+
+
+def commands(trace: Path, out: Path, unannotated: Path | None = None) -> dict:
+    """name -> gapscope arguments; each output goes to a file, as a user would redirect it. With
+    `unannotated`, also the text of that copy (its steps inferred)."""
+    inferred = {INFERRED: ["analyze", str(unannotated)]} if unannotated else {}
+    return inferred | {
         "analyze --format text": ["analyze", str(trace)],
         "analyze --format json": ["analyze", str(trace), "--format", "json"],
         "analyze --format csv": ["analyze", str(trace), "--format", "csv"],
@@ -129,30 +151,37 @@ def commands(trace: Path, out: Path) -> dict:
     }
 
 
+def children_cpu_s() -> float:
+    """User + system seconds of every child process waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_command(args: list, out_dir: Path) -> tuple:
-    """(wall s, peak RSS KiB, output bytes) of one command in a fresh process: start, imports
-    and writing the output included."""
+    """(wall s, peak RSS KiB, output bytes, CPU s) of one command in a fresh process: start,
+    imports and writing the output included."""
     root = Path(__file__).resolve().parents[2]
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir()
     out = out_dir / "stdout"
-    t = time.perf_counter()
+    cpu, t = children_cpu_s(), time.perf_counter()
     with open(out, "wb") as f:
         done = subprocess.run([sys.executable, "-c", WRAPPER, *args], cwd=root, check=True,
                               stdout=f, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, children_cpu_s() - cpu
     own = int(done.stderr.split()[-1])
-    return wall, own, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file())
+    return wall, own, sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file()), cpu
 
 
-def run_nsys(nsys: str, trace: Path, work: Path) -> float:
+def run_nsys(nsys: str, trace: Path, work: Path) -> tuple:
+    """(wall s, CPU s) of nsys's projection report of the trace."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
-    t = time.perf_counter()
+    cpu, t = children_cpu_s(), time.perf_counter()
     subprocess.run([nsys, "stats", "-q", "-r", "nvtx_gpu_proj_trace", "-f", "csv", "-o",
                     str(work / "proj"), str(trace)], check=True, capture_output=True,
                    timeout=EXPORT_TIMEOUT_S)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, children_cpu_s() - cpu
 
 
 @click.command()
@@ -162,30 +191,37 @@ def run_nsys(nsys: str, trace: Path, work: Path) -> float:
               help="Keep the source's step names in every tile (a capture of several "
                    "generate() calls), or number the steps on.")
 @click.option("--runs", default=3, show_default=True, help="Timed runs; the median is printed.")
-@click.option("--nsys", default=None, help="An nsys binary to time its projection report.")
+@click.option("--nsys", default=None, help="An nsys binary to time its projection report "
+              "(on a machine without one: bash ../shared/tools/nsys-host.sh prints one).")
 @click.option("--only", multiple=True,
               help="Time only the commands whose name has this text (repeatable): --only db.")
 @click.option("--no-steps", is_flag=True,
-              help="Delete the step ranges from the tiled trace: gapscope infers the steps "
-                   "(nsys's projection still reads the trace with them).")
+              help="Every command reads the tiled trace without its step ranges: gapscope infers "
+                   "the steps (nsys's projection still reads the trace with them).")
+@click.option("--startup-runs", default=7, show_default=True,
+              help="Fresh processes for each start-up figure (analysis/study/startup.py); 0: "
+                   "none.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Also write every figure, the load and the machine to this "
-              "JSON (docs/benchmark-2core.json: docs/ANALYSIS.md's Speed block is made from it "
-              "by python -m analysis.study.publish).")
-def main(source, copies, repeat_names, runs, nsys, only, no_steps, json_out):
+              "JSON (the module's docstring gives its keys; docs/benchmark-2core.json is one).")
+def main(source, copies, repeat_names, runs, nsys, only, no_steps, startup_runs, json_out):
     """Times every output of gapscope on a tiled ~1M-op trace, each in a fresh process, and
     nsys's projection report on the same file in the same run, interleaved (the machine's load
-    then weighs on both alike)."""
+    then weighs on both alike), then gapscope's start-up."""
+    import json
     import shlex
 
-    argv = shlex.join(sys.argv[1:])
     with tempfile.TemporaryDirectory(prefix="gapscope-bench-") as scratch:
         record = measure(Path(source), copies, repeat_names, runs, nsys, Path(scratch), only,
                          no_steps)
-    if json_out is not None:
-        import json
+    if startup_runs:
+        from ..study import startup
 
-        record["command"] = ("python -m analysis.study.benchmark " + argv).strip()
+        record["startup"] = startup.measure(startup_runs)
+        for line in startup.lines(record["startup"]):
+            click.echo(line)
+    record["command"] = shlex.join(["python", "-m", "analysis.study.benchmark", *sys.argv[1:]])
+    if json_out is not None:
         json_out.write_text(json.dumps(record, indent=1) + "\n")
         click.echo(f"gapscope: wrote {json_out}", err=True)
 
@@ -233,7 +269,7 @@ def block_text(when: str, cores: int, ops: int, mib: float, runs: int, load: tup
 
 def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str | None,
             scratch: Path, only: tuple = (), no_steps: bool = False) -> dict:
-    """Prints the table and returns the record `--json` writes (block_from_record: its block)."""
+    """Prints the table and returns the record --json writes (the module's docstring)."""
     load = os.getloadavg()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     trace = scratch / "bench.sqlite"
@@ -242,33 +278,39 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
     click.echo(f"built {trace}: {ops} GPU ops, {trace.stat().st_size / 2**20:.0f} MiB "
                f"in {time.perf_counter() - t:.1f} s ({'repeated' if repeat_names else 'renumbered'}"
                " step names)")
-    analysed = trace
-    if no_steps:
-        analysed = scratch / "bench-no-steps.sqlite"
-        remove_steps(trace, analysed)
-        click.echo(f"gapscope reads {analysed}: the same without its step ranges (inferred)")
-    todo = {name: args for name, args in commands(analysed, scratch / "out").items()
+    unannotated = scratch / "bench-no-steps.sqlite"
+    remove_steps(trace, unannotated)
+    click.echo(f"and {unannotated}: the same without its step ranges (steps inferred)")
+    todo = {name: args for name, args in
+            commands(unannotated if no_steps else trace, scratch / "out",
+                     None if no_steps else unannotated).items()
             if not only or any(text in name for text in only)}
     results = {name: [] for name in todo}
-    nsys_times = []
+    nsys_runs = []
     for _ in range(runs):
         if nsys:
-            nsys_times.append(run_nsys(nsys, trace, scratch / "nsys"))
+            nsys_runs.append(run_nsys(nsys, trace, scratch / "nsys"))
         for name, args in todo.items():
             results[name].append(run_command(args, scratch / "out"))
-    nsys_s = median(nsys_times) if nsys else None
-    click.echo(f"| gapscope command | wall (median of {runs}) | peak RSS | written | / nsys |")
-    click.echo("| --- | --- | --- | --- | --- |")
+    nsys_s = median(r[0] for r in nsys_runs) if nsys else None
+    click.echo(f"| gapscope command | wall (median of {runs}) | / nsys | CPU (median) | "
+               "peak RSS | written |")
+    click.echo("| --- | --- | --- | --- | --- | --- |")
     rows = []
     for name, rs in results.items():
-        wall = median(r[0] for r in rs)
+        wall, cpu = median(r[0] for r in rs), median(r[3] for r in rs)
         own = max(r[1] for r in rs) / 2**20
-        ratio = f"{wall / nsys_s:.2f}x" if nsys_s else "n/a"
-        click.echo(f"| `{name}` | {wall:.2f} s | {own:.2f} GiB | {rs[0][2] / 2**20:.1f} MiB | "
-                   f"{ratio} |")
-        rows.append((name, [r[0] for r in rs], own, rs[0][2] / 2**20))
+        ratio = wall / nsys_s if nsys_s else None
+        click.echo(f"| `{name}` | {wall:.2f} s | "
+                   + (f"{ratio:.2f}x" if ratio is not None else "n/a")
+                   + f" | {cpu:.2f} s | {own:.2f} GiB | {rs[0][2] / 2**20:.1f} MiB |")
+        rows.append({"name": name, "args": [Path(a).name if a.startswith(str(scratch)) else a
+                                            for a in todo[name]],
+                     "wall_s": [r[0] for r in rs], "cpu_s": [r[3] for r in rs],
+                     "peak_rss_gib": own, "written_mib": rs[0][2] / 2**20, "ratio": ratio})
     if nsys:
-        click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, median of {runs}")
+        click.echo(f"nsys stats -r nvtx_gpu_proj_trace: {nsys_s:.2f} s wall, "
+                   f"{median(r[1] for r in nsys_runs):.2f} s CPU, median of {runs}")
     # Other work on the machine weighs on every figure: say how much there was.
     end = os.getloadavg()
     click.echo(f"load average at the start {load[0]:.2f}, at the end {end[0]:.2f} "
@@ -284,9 +326,9 @@ def measure(source: Path, copies: int, repeat_names: bool, runs: int, nsys: str 
                   "gpu_op_records": ops, "mib": trace.stat().st_size / 2**20},
         "runs": runs,
         "nsys": {"version": nsys_version(nsys), "report": "stats -r nvtx_gpu_proj_trace",
-                 "wall_s": nsys_times} if nsys else None,
-        "commands": [{"name": name, "wall_s": walls, "peak_rss_gib": own, "written_mib": mib}
-                     for name, walls, own, mib in rows],
+                 "wall_s": [r[0] for r in nsys_runs], "cpu_s": [r[1] for r in nsys_runs]}
+        if nsys else None,
+        "commands": rows,
     }
 
 
@@ -294,17 +336,14 @@ def machine() -> dict:
     """What the figures were measured on."""
     import platform
 
-    model = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
                   if line.startswith("model name")), platform.processor() or "?")
     return {"cores": os.cpu_count(), "cpu": model, "system": platform.platform(),
             "python": platform.python_version()}
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
 
 
 def _relative(path: Path) -> str:
@@ -316,9 +355,8 @@ def _relative(path: Path) -> str:
 
 
 def block_from_record(record: dict) -> str:
-    """block_text of a --json record: the Speed block docs/ANALYSIS.md quotes."""
-    t, nsys = record["trace"], record.get("nsys")
-    load = record["load_average"]
+    """block_text of a --json record: the block publish puts into docs/ANALYSIS.md."""
+    t, nsys, load = record["trace"], record.get("nsys"), record["load_average"]
     rows = [(c["name"], c["wall_s"], c["peak_rss_gib"], c["written_mib"])
             for c in record["commands"]]
     return block_text(record["when"], record["machine"]["cores"], t["gpu_op_records"], t["mib"],

@@ -25,15 +25,15 @@ import importlib
 from pathlib import Path
 
 BLOCKS = {
-    ("README.md", "profiler-share"): "analysis.study.publish:profiler_share",
-    ("README.md", "findings"): "analysis.study.publish:readme_findings",
+    ("README.md", "profiler-share"): "analysis.study.doc_readme:profiler_share",
+    ("README.md", "findings"): "analysis.study.doc_readme:readme_findings",
     ("docs/ANALYSIS.md", "benchmark"): "analysis.study.doc_analysis:benchmark_block",
     ("docs/ANALYSIS.md", "fused-waits"): "analysis.study.doc_analysis:fused_waits",
     ("docs/ANALYSIS.md", "hta-resnet"): "analysis.study.doc_analysis:hta_resnet",
     ("docs/ANALYSIS.md", "hta-h200"): "analysis.study.doc_analysis:hta_h200",
     ("docs/METRICS.md", "floor-sizes"): "analysis.study.doc_metrics:floor_sizes",
     ("docs/METRICS.md", "reference"): "analysis.study.doc_metrics:reference_block",
-    ("docs/PROFILING.md", "overhead"): "analysis.study.publish:overhead_block",
+    ("docs/PROFILING.md", "overhead"): "analysis.study.doc_profiling:overhead_block",
     ("docs/PROFILING.md", "overhead-notes"): "analysis.study.doc_profiling:overhead_notes",
     ("docs/PROFILING.md", "nsys-choice"): "analysis.study.doc_profiling:nsys_choice",
     ("docs/VARIANTS.md", "graphed-shows"): "analysis.study.doc_variants:graphed_shows",

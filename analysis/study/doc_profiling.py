@@ -66,3 +66,11 @@ def nsys_choice(root: Path) -> str:
     nsys = json.loads(path.read_text())["nsys"]
     return (f"    gapscope: using nsys {nsys['version']} at {nsys['path']} (newest of N found)\n\n"
             f"(the version and path of the committed captures: `{path.relative_to(root)}`).")
+
+
+def overhead_block(root: Path) -> str:
+    """PROFILING.md's table of what nsys adds a step, by flag set."""
+    from ..study.overhead import table as overhead_table
+    from ..study.sources import SOURCES
+
+    return overhead_table(root / SOURCES["observer"])

@@ -78,7 +78,7 @@ def _where(value_ms: float | None, lo: float, hi: float) -> str:
 def prediction_table(root: Path) -> pd.DataFrame:
     """One row a prediction: where, model, batch, the eager rung's step and GPU busy, its bound,
     the predicted rung's capture and its step traced and untraced, where each lies."""
-    from ..study.publish import SOURCES  # publish.py imports the parts
+    from ..study.sources import SOURCES
 
     groups = [root / SOURCES[p] for p in SOURCE_PARTS] + sorted(root.glob(OWN_GLOB))
     dirs = [d for g in groups if g.is_dir() for d in run_dirs(g)]

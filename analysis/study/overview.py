@@ -1,4 +1,4 @@
-"""Study part `overview`: every committed capture by kind (the directories of publish.py's
+"""Study part `overview`: every committed capture by kind (the directories of sources.py's
 SOURCES that hold captures), the ranges each part quotes for its own directory taken over all of
 them; and README's profiler-share sentence made from them.
 """
@@ -34,7 +34,7 @@ def capture_kind(run, a) -> str:
 
 def every_capture(root: Path) -> pd.DataFrame:
     """One row a committed capture: where it is, its kind, and the figures ranged over."""
-    from ..study.publish import CAPTURE_SOURCES, SOURCES  # publish.py imports this module
+    from ..study.sources import CAPTURE_SOURCES, SOURCES
 
     dirs = [(part, d) for part in CAPTURE_SOURCES for d in run_dirs(root / SOURCES[part])]
     done = analysed([d for _, d in dirs], progress=len(dirs) > 1)

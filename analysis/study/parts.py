@@ -2,7 +2,7 @@
 from one directory, and their blocks between markers (`<!-- part: NAME -->`), put into a
 RESULTS.md whose other text stays as it is. The whole study's RESULTS.md is results.py's.
 
-The parts' modules are imported when a part is made: results.py imports this one.
+The parts' modules are imported when a part is made; results.py imports this one's markers.
 """
 
 from pathlib import Path
@@ -19,7 +19,7 @@ def part_start(name: str) -> str:
 
 PART_START, PART_END = part_start("observer"), "<!-- /part -->"
 # The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
-# from the repository root: every directory study_publish.SOURCES names).
+# from the repository root: every directory sources.SOURCES names).
 PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "loop", "sizes",
          "host", "overview")
 PART_HELP = {
@@ -44,7 +44,7 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
     from ..study.hardware import hardware_sections
     from ..study.ladder import ladder_sections
     from ..study.loop import loop_sections
-    from ..study.results import observer_sections
+    from ..study.observer_part import observer_sections
     from ..study.runs import captures_sections
     from ..study.sizes import sizes_sections
 

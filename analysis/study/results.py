@@ -13,36 +13,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..measures.floor_bytes import class_bytes, recorded_bytes_per_step, run_step_bytes
-from ..measures.kernels import kernel_table, op_names, step_row
-from ..readers.nsys import read_full_names
 from ..readers.runs import trace_in
-from ..render.markdown import frame_md_table
 from ..render.plots import plot_analysis
-from ..render.plots_runs import plot_bubbles
-from ..study import observer, observer_text
+from ..study import observer
 from ..study.benches import (
     benches,
     model_text,
     processes_tables,
 )
 from ..study.captures import capture_rows
-
-# One part at a time is parts.py's; its names import from here as before.
-from ..study.parts import (  # noqa: F401
-    PART_END,
-    PART_HELP,
-    PART_START,
-    PARTS,
-    StudyError,
-    part_block,
-    part_body,
-    part_sections,
-    part_start,
-    put_part,
-    write_part,
-)
+from ..study.kernel_table import kernels_for
+from ..study.observer_part import observer_sections
+from ..study.parts import PART_END, PART_START, StudyError
 from ..study.plots import plot_idle, plot_kernels
+from ..study.section import section
 from ..sweep import run_dirs
 
 
@@ -56,53 +40,6 @@ def captures(study: Path) -> dict:
         if trace_in(d) is not None:
             found[d.name.split("Z-", 1)[1]] = d
     return found
-
-
-def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:
-    """A RESULTS.md section: its heading, its table, and its plot (figures/<figure>.png)."""
-    image = [f"![{figure.replace('-', ' ')}](figures/{figure}.png)"] if figure else []
-    return [title, frame_md_table(table), *image]
-
-
-def kernels_for(a, run, strings: dict, copy_rate: float | None) -> pd.DataFrame:
-    """The per-kernel-class table of a capture, bytes from the one floor model
-    (measures/floor_bytes.py): the weights in the GEMMs' row, the KV read in the attention's,
-    every part in the whole step's row under them. Without a shape for the run (another model,
-    no run.json floor record), no class' bytes, and the step's only where run.json has them;
-    without a copy rate (no bench of the same study), no "of copy rate" column."""
-    ops = a.ops[a.ops["step"] >= 0]  # the ops of the captured steps
-    parts = run_step_bytes(run.info)
-    table = kernel_table(
-        ops,
-        op_names(ops, strings),
-        len(a.steps),
-        class_bytes(parts, run.info["config"]["variant"]) if parts else None,
-        copy_rate,
-        read_full_names(run.trace_path),
-    )
-    total = parts["total"] if parts else recorded_bytes_per_step(run.info)
-    if total is not None:
-        row = step_row(total, a.summary["period_ns_median"], copy_rate)
-        table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
-    out = pd.DataFrame(
-        {
-            "class": table["class"],
-            "op records/step": table["ops_per_step"].map(
-                lambda x: "–" if pd.isna(x) else f"{x:.0f}"),
-            "µs/step": (table["time_ns_per_step"] / 1e3).map("{:.1f}".format),
-            "share": (table["share"] * 100).map(lambda x: "–" if pd.isna(x) else f"{x:.1f}%"),
-            "MB/step (least)": (table["bytes_per_step"] / 1e6).map(
-                lambda x: "–" if pd.isna(x) else f"{x:.0f}"
-            ),
-            "achieved GB/s": (table["bytes_per_s"] / 1e9).map(
-                lambda x: "–" if pd.isna(x) else f"{x:.0f}"
-            ),
-            "of copy rate": (table["copy_rate_fraction"] * 100).map(
-                lambda x: "–" if pd.isna(x) else f"{x:.0f}%"
-            ),
-        }
-    )
-    return out if copy_rate else out.drop(columns="of copy rate")
 
 
 def repeats(study: Path) -> int:
@@ -123,44 +60,6 @@ def environment(analyses: dict, b: dict) -> str:
             f"{v.get('nvtx')}, Python {v.get('python')}, Nsight Systems {n.get('version')}"
         )
     return "no captures"
-
-
-OBSERVER_TEXT = (
-    "Each variant timed untraced (`harness bench`; where the table gives [min–max], in several "
-    "processes) with its untraced twin (CUDA events around every step, read back after the "
-    "run), then captured node-level and, for the graph-replayed ones, graph-level: "
-    "`scripts/overhead.sh`. Bubble: median over the captured steps of the GPU idle time "
-    "between one step's last op and the next step's first (METRICS.md); the twin's bubble "
-    "includes the stop check's copy to the host, and its floor is that of two CUDA events back "
-    "to back. The profiler's share = (traced − untraced) / traced."
-)
-
-
-def observer_sections(sweep_dir: Path, fig: Path | None) -> list:
-    """The part's Markdown: the sentences, then the tables they summarise; the figure into
-    `fig` when given."""
-    from ..study.overhead import table as overhead_table
-
-    table = observer.sweep(sweep_dir)
-    if not len(table):
-        return []
-    parts = [f"## How much of the bubble is the profiler's ({sweep_dir.name})", OBSERVER_TEXT,
-             *observer_text.sweep_notes(sweep_dir, table),
-             *observer_text.observer_findings(sweep_dir, table)]
-    batches = sorted(table["batch"].unique())
-    anchor = 8 if 8 in batches else batches[0]
-    if fig is not None:
-        plot_bubbles(fig / "observer.png", table, anchor)
-    parts += section("### The bubble, traced and untraced", observer.bubble_table(table),
-                     "observer")
-    cost = observer.sync_cost_table(table)
-    if len(cost):
-        parts += section("### What the sync costs a step, untraced (measured pairs; bench "
-                         "median and [min, max] over the processes' combinations)", cost)
-    parts += ["### What nsys adds to a step, by flag set (`python -m analysis.study.overhead table "
-              "DIR`; `events on`: the untraced run with the twin's two CUDA events a step)",
-              overhead_table(sweep_dir).strip()]
-    return parts
 
 
 def write_results(study: Path, out: Path, notes: Path | None) -> tuple:

@@ -128,8 +128,8 @@ def capture_findings(analyses: dict, floors: dict | None = None) -> list:
 
 
 def kernel_sections(analyses: dict, fig: Path | None) -> list:
+    from ..study.kernel_table import kernels_for
     from ..study.plots import plot_kernels
-    from ..study.results import kernels_for
 
     parts = []
     for name in KERNEL_TABLES:
