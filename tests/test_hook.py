@@ -91,6 +91,86 @@ def import_with_hook(hook, tmp_path, monkeypatch, name, callbacks, source=LOOP):
     return module
 
 
+class NsysImports:
+    """A stand-in of nsys's function-trace import machinery (its injected Python, as read from
+    libToolsInjectionPythonNvtxAnnotations64.so): sys.meta_path replaced by a list that wraps
+    every finder in it or inserted into it, a wrapped finder wrapping the loader of each spec it
+    returns (unless that is already an NvtxLoaderBase), and such a loader decorating the traced
+    function once it has executed the module."""
+
+    def __init__(self, module: str, function: str):
+        stand_in = self
+
+        class NvtxLoaderBase:
+            pass
+
+        def wrap_loader(loader):
+            if isinstance(loader, NvtxLoaderBase):
+                return loader
+
+            def exec_module(_, mod):
+                loader.exec_module(mod)
+                if mod.__name__ == module:
+                    inner = getattr(mod, function)
+                    setattr(mod, function, lambda *a: inner(*a))
+                    stand_in.decorated += 1
+
+            return type(loader.__class__.__name__, (NvtxLoaderBase,),
+                        {"exec_module": exec_module,
+                         "__getattr__": lambda _, n: getattr(loader, n)})()
+
+        def wrap_finder(finder):
+            if id(finder) in stand_in.wrapped or not hasattr(finder, "find_spec"):
+                return
+            stand_in.wrapped.add(id(finder))
+            found = finder.find_spec
+
+            def find_spec(*args, **kwargs):
+                spec = found(*args, **kwargs)
+                if spec and spec.loader:
+                    spec.loader = wrap_loader(spec.loader)
+                return spec
+
+            finder.find_spec = find_spec
+
+        class NvtxMetaPathWrapper(list):
+            def __init__(self, finders):
+                super().__init__(finders)
+                for f in self:
+                    wrap_finder(f)
+
+            def insert(self, key, finder):
+                super().insert(key, finder)
+                wrap_finder(finder)
+
+        self.decorated, self.wrapped = 0, set()
+        self.meta_path = lambda finders: NvtxMetaPathWrapper(finders)
+
+
+@pytest.mark.parametrize("nsys_first", [True, False])
+def test_under_nsys_function_trace_a_module_the_hook_watches_is_decorated_once(
+        hook, tmp_path, monkeypatch, nsys_first):
+    """Either order of start-up: nsys's meta path before the hook's finder goes in, or after
+    (nsys then wraps the hook's finder too). Twice would be a range inside a range of the same
+    name for each call, each step counted twice."""
+    (tmp_path / "hook_traced.py").write_text("def step(x):\n    return x + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "hook_traced", raising=False)
+    nsys = NsysImports("hook_traced", "step")
+    seen = []
+    if nsys_first:
+        monkeypatch.setattr(sys, "meta_path", nsys.meta_path(sys.meta_path))
+    else:
+        monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    finder = hook.imports.AfterImport({"hook_traced": [lambda m: seen.append(m.__name__)]})
+    list.insert(sys.meta_path, 0, finder)  # as start.install puts it in
+    if not nsys_first:
+        monkeypatch.setattr(sys, "meta_path", nsys.meta_path(sys.meta_path))
+    module = importlib.import_module("hook_traced")
+    monkeypatch.delitem(sys.modules, "hook_traced")
+    assert (nsys.decorated, seen, module.step(1)) == (1, ["hook_traced"], 2)
+
+
 def test_step_functions_are_wrapped_on_import_and_each_outermost_call_is_a_step(
         hook, tmp_path, monkeypatch):
     rec = recorder(hook)

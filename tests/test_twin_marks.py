@@ -130,8 +130,9 @@ def test_profile_marks_the_line_of_the_sync_the_inferred_steps_are_cut_after(tmp
     program.write_text(LOOP_PROGRAM)
     where = f"{program}:2"
     export = marked_loop(where).write(tmp_path / "capture.sqlite")
-    result = inproc(tmp_path, "profile", "--range", "all", "--twin-runs", "2", "--",
-                    PYTHON_312, str(program), "--device", "cpu", FAKE_NSYS_RUN="0",
+    result = inproc(tmp_path, "profile", "--range", "all", "--twin-runs", "2",
+                    "--no-host-functions", "--", PYTHON_312, str(program), "--device", "cpu",
+                    FAKE_NSYS_RUN="0",
                     FAKE_NSYS_EXPORT_FROM=str(export))
     assert result.returncode == 0, result.stderr
     assert (f"gapscope: untraced twin of the inferred steps: marking {where}"

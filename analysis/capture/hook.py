@@ -65,7 +65,8 @@ def process_files(directory: Path) -> list:
     return sorted(directory.glob("untraced-*.json"), key=lambda p: int(p.stem.split("-")[1]))
 
 
-def merge(twin_dirs: list, window: list | None, numbering: str, program_window: bool) -> dict:
+def merge(twin_dirs: list, window: list | None, numbering: str, program_window: bool,
+          host_run: int | None = None) -> dict:
     """The untraced_steps.json document of the twin runs' files: one `runs` entry per twin run,
     process, thread and sequence (and key, for step marks), with `twin_run` and `process` (order
     within its twin run). program_window: the capture was the program's own cudaProfilerStart
@@ -73,7 +74,8 @@ def merge(twin_dirs: list, window: list | None, numbering: str, program_window: 
     (window.py), numbered from its start where they are numbered by order ("order", "mark"); where
     the hook saw no window, a thread's last sequence of steps alone (a warm-up loop numbered the
     same way precedes the window's), and nothing where the steps are numbered by order
-    (`unplaced` says so)."""
+    (`unplaced` says so). host_run: the twin run (1, 2, ...) that also timed the host table's
+    functions: its steps are left out (their cost is in them), its host times kept."""
     runs, seen = [], False
     for k, directory in enumerate(twin_dirs, start=1):
         for p, path in enumerate(process_files(directory)):
@@ -83,7 +85,7 @@ def merge(twin_dirs: list, window: list | None, numbering: str, program_window: 
                 continue
             opened = bool((doc.get("profiler_window") or {}).get("started"))
             seen |= opened
-            mine = [r for r in doc.get("runs", []) if r.get("step")]
+            mine = [r for r in doc.get("runs", []) if r.get("step")] if k != host_run else []
             if program_window and opened:
                 firsts = {}  # a thread's (and key's) first step inside the window, all its runs
                 for r in mine:

@@ -85,17 +85,27 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
     window = traced_window(names, choice.pattern) if (
         by_range and capture_range == "cudaProfilerApi") else None
     dirs = []
+    # The host table's timing costs the program about a microsecond a call of its named code: it
+    # runs in the last twin run alone, whose steps then stand apart from the others' (the
+    # untraced period and bubble are the other runs'), unless it is the only run.
+    host_run = runs if extra_env else None
+    if host_run == 1:
+        note("untraced twin: its one run also times the host table's functions, so its period "
+             "includes their cost (--twin-runs 2 or more keeps the other runs clean)")
     for k in range(1, runs + 1):
         directory = run / hook.TWIN_DIR / str(k)
-        note(f"untraced twin {k}/{runs} (no nsys; its output in {directory}/program.log)")
-        rc = hook.run_twin(cmd, directory, steps, dict(os.environ) | (extra_env or {}))
+        note(f"untraced twin {k}/{runs} (no nsys; its output in {directory}/program.log)"
+             + (" with the host table's timing" if k == host_run else ""))
+        env = dict(os.environ) | ((extra_env or {}) if k == host_run else {})
+        rc = hook.run_twin(cmd, directory, steps, env)
         if rc != 0:
             note(f"warning: no untraced twin: its run {k} failed with exit code {rc}: "
                  f"{last_message(directory / 'program.log')} (all of it in "
                  f"{directory}/program.log)")
             return {"runs": runs, "written": False, "why": f"run {k} failed with exit code {rc}"}
         dirs.append(directory)
-    document = hook.merge(dirs, window, numbering, capture_range == "cudaProfilerApi")
+    document = hook.merge(dirs, window, numbering, capture_range == "cudaProfilerApi",
+                          host_run if host_run and runs > 1 else None)
     unplaced = document.pop("unplaced")
     if not document["runs"]:
         why = hook.why_empty(dirs, {"unplaced": unplaced})
@@ -109,4 +119,4 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
     note(f"untraced twin: {steps_marked} steps in {len(document['runs'])} runs "
          f"({runs} runs of the program) -> {run}/untraced_steps.json")
     return {"runs": runs, "written": True, "window": window} | (
-        {"marks": list(marks)} if marks else {})
+        {"marks": list(marks)} if marks else {}) | ({"host_run": host_run} if host_run else {})

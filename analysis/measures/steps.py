@@ -62,12 +62,31 @@ def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
     groups = [m for m in matches if m is not None]
     numbers = [m.group(1) if m.re.groups else None for m in groups]
     out["index"] = [int(n) if n is not None and n.isdigit() else -1 for n in numbers]
-    out = out.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+    out = outermost(out).sort_values(["start", "end"], kind="stable").reset_index(drop=True)
     unnumbered = out["index"].to_numpy() < 0
     if unnumbered.any():
         position = out.groupby("tid", sort=False).cumcount().to_numpy()
         out["index"] = np.where(unnumbered, position, out["index"].to_numpy())
     return out
+
+
+def outermost(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The ranges not inside another of the same thread: a step holds no step. (nsys's function
+    trace wraps a function twice where the program has an import hook of its own: a range just
+    inside one of the same name; a recursive step function nests the same way.)"""
+    if len(ranges) < 2:
+        return ranges
+    order = np.lexsort((-ranges["end"].to_numpy(), ranges["start"].to_numpy(),
+                        ranges["tid"].to_numpy()))
+    tid = ranges["tid"].to_numpy()[order]
+    end = ranges["end"].to_numpy()[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = tid[1:] != tid[:-1]
+    # The latest end of the thread's ranges so far, before each range (its own excluded).
+    reach = pd.Series(end).groupby(tid).cummax().to_numpy()
+    before = np.concatenate([[0], reach[:-1]])
+    inside = ~first & (end <= before)
+    return ranges.iloc[np.sort(order[~inside])]
 
 
 def is_function_trace(steps: pd.DataFrame) -> bool:

@@ -36,6 +36,7 @@ BLOCKS = {
     ("docs/PROFILING.md", "overhead"): "analysis.study.doc_profiling:overhead_block",
     ("docs/PROFILING.md", "overhead-notes"): "analysis.study.doc_profiling:overhead_notes",
     ("docs/PROFILING.md", "nsys-choice"): "analysis.study.doc_profiling:nsys_choice",
+    ("docs/PROFILING.md", "host-wrapper"): "analysis.study.doc_profiling:host_wrapper",
     ("docs/VARIANTS.md", "graphed-shows"): "analysis.study.doc_variants:graphed_shows",
     ("docs/VARIANTS.md", "fused-shows"): "analysis.study.doc_variants:fused_shows",
     ("docs/VARIANTS.md", "llama-fused"): "analysis.study.doc_variants:llama_fused",

@@ -74,3 +74,21 @@ def overhead_block(root: Path) -> str:
     from ..study.sources import SOURCES
 
     return overhead_table(root / SOURCES["observer"])
+
+
+HOST_OVERHEAD = "docs/user-programs-20261202/overhead.jsonl"
+
+
+def host_wrapper(root: Path) -> str:
+    """A call's cost through the host table's wrappers, from scripts/host_overhead.py's lines."""
+    lines = [json.loads(x) for x in (root / HOST_OVERHEAD).read_text().splitlines() if x]
+    ns = {r["mode"]: r["ns_per_call"] for r in lines}
+    calls = {r["calls"] for r in lines}
+    rounds = {len(r["rounds"]) for r in lines}
+    return (f"On the H200, without nsys (`{HOST_OVERHEAD}`, `python -m scripts.host_overhead "
+            f"--mode MODE --calls {min(calls)}`, the median of {min(rounds)} rounds): a bare "
+            f"call of a small function {ns['bare']:.0f} ns, through the hook's twin wrapper (the "
+            f"host clock) {ns['clock']:.0f} ns, through its traced wrapper (an NVTX push and pop, "
+            f"no profiler to receive them) {ns['ranges']:.0f} ns: about "
+            f"{(ns['clock'] - ns['bare']) / 1e3:.1f} µs a call of named code in the twin's "
+            "host-timed run, which is why that run's steps stay out of the untraced period.")

@@ -31,7 +31,7 @@ class AfterImport:
             self._busy.discard(name)
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _Loader(spec.loader, self.callbacks[name])
+        spec.loader = loader_for(spec.loader, self.callbacks[name])
         return spec
 
     def run_now(self, name: str) -> None:
@@ -51,6 +51,8 @@ def run_callbacks(callbacks, module) -> None:
 
 
 class _Loader:
+    """The module's own loader, with the callbacks run after it executes the module."""
+
     def __init__(self, loader, callbacks):
         self.loader = loader
         self.callbacks = callbacks
@@ -70,3 +72,22 @@ class _Loader:
         # A module may put another object in its place (torch.backends.cudnn does).
         run_callbacks(self.callbacks, sys.modules.get(module.__name__, module))
 
+
+
+# nsys's function trace (its injected Python, read from the library) wraps the loader of every
+# spec a meta-path finder returns, so that executing a module decorates its traced functions,
+# unless the loader is already one of its own: an instance of its class NvtxLoaderBase. Ours
+# holds a loader nsys wrapped; wrapped again it would decorate them twice (a range inside a
+# range of the same name, each traced call counted twice). So where the loader is nsys's, ours
+# is made an NvtxLoaderBase too, and nsys leaves it as it is.
+NSYS_LOADER_BASE = "NvtxLoaderBase"
+_KINDS: dict = {}
+
+
+def loader_for(loader, callbacks) -> _Loader:
+    base = next((c for c in type(loader).__mro__ if c.__name__ == NSYS_LOADER_BASE), None)
+    if base is None:
+        return _Loader(loader, callbacks)
+    if base not in _KINDS:
+        _KINDS[base] = type("_Loader", (_Loader, base), {})
+    return _KINDS[base](loader, callbacks)

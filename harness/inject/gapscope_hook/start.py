@@ -106,7 +106,12 @@ def install(environ=os.environ) -> None:
 
     if callbacks:
         finder = AfterImport(callbacks)
-        sys.meta_path.insert(0, finder)
+        # list.insert, not sys.meta_path's own: under nsys's function trace sys.meta_path is a
+        # list that wraps each finder inserted into it, so that the loader of every spec it
+        # finds decorates the traced functions; ours hands on the spec of a finder nsys already
+        # wrapped, and wrapped a second time its loader would decorate them twice (a range
+        # inside a range of the same name, each traced call counted twice).
+        list.insert(sys.meta_path, 0, finder)
         for name in callbacks:
             finder.run_now(name)
 

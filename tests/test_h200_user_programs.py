@@ -1,0 +1,105 @@
+"""Real H200 captures of un-annotated programs (docs/user-programs-20261202, docs/host-20261202:
+`gapscope profile` with no flags, or the named step function; the README there says how): the
+steps each gets, its host table, and the two ways of not counting a step twice that they taught
+(the outermost of nested step ranges; the hook's loader never wrapped twice by nsys)."""
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import analysis
+from analysis.readers import compressed
+
+ROOT = Path(__file__).resolve().parent.parent
+USER = ROOT / "docs/user-programs-20261202"
+HOST = ROOT / "docs/host-20261202"
+G = "transformers.generation."
+
+
+def run(name: str) -> Path:
+    (d,) = [p for p in USER.iterdir() if p.name.endswith(name)]
+    return d
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    cache = {}
+
+    def get(path: Path):
+        if path not in cache:
+            cache[path] = analysis.load(path)
+        return cache[path]
+
+    return get
+
+
+def test_a_programs_own_window_gives_one_step_a_forward_though_nsys_wrapped_each_twice(loaded):
+    d = run("window")
+    con = sqlite3.connect(compressed.plain(d / "capture.sqlite.xz"))
+    (ranges,) = con.execute("SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId"
+                            " WHERE s.value LIKE '%GPT2LMHeadModel.forward'").fetchone()
+    a = loaded(d)
+    # The capture of the program's own window: 32 forwards, each a range inside a range of its
+    # name (the hook's import finder, wrapped by nsys then); the steps are the outer ranges.
+    assert (ranges, len(a.steps), a.summary["steps_from"]) == (64, 32, "function")
+    h = a.summary["host"]
+    assert (h["named_share"], h["steps"]) == (1.0, 32)
+    names = {r["name"] for r in h["rows"]}
+    assert {G + "utils.GenerationMixin._sample", G + "utils.StopCheck.__call__",
+            G + "stopping_criteria.EosTokenCriteria.__call__",
+            "transformers.cache_utils.DynamicLayer.update"} <= names
+
+
+def test_a_capture_with_no_nvtx_at_all_gets_its_steps_inferred(loaded):
+    d = run("plain")
+    con = sqlite3.connect(compressed.plain(d / "capture.sqlite.xz"))
+    tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "NVTX_EVENTS" not in tables
+    a = loaded(d / "capture.sqlite.xz")
+    s = a.summary
+    assert (len(a.steps), s["steps_from"], s["steps_inferred_by"]) == (
+        31, "inferred", "repeating sequence of 283 launches (100% the same), phase after "
+        "cudaStreamSynchronize")
+    # No named code: the whole host period is `other`, and the table says why in one line.
+    assert [r["name"] for r in s["host"]["rows"]] == ["other"] and s["host"]["why"]
+
+
+def test_sampled_generate_on_a_llama_shape_names_all_but_a_hair_of_each_step(loaded):
+    a = loaded(run("sample"))
+    h = a.summary["host"]
+    assert (len(a.steps), round(h["named_share"], 4), round(h["named_share_min"], 4)) == (
+        96, 0.9999, 0.9977)
+    share = {r["name"]: round(r["share"], 4) for r in h["rows"]}
+    assert share["transformers.models.llama.modeling_llama.LlamaModel.forward"] == 0.8984
+    warpers = [G + "logits_process." + c + ".__call__" for c in (
+        "TopKLogitsWarper", "TopPLogitsWarper", "TemperatureLogitsWarper",
+        "RepetitionPenaltyLogitsProcessor")]
+    assert [share[w] for w in warpers] == [0.0074, 0.0072, 0.0006, 0.0056]
+    assert share["torch.multinomial"] == 0.0078
+    graph = h["bounds"][0]
+    assert (graph["scenario"], graph["lower_ns"], graph["upper_ns"]) == (
+        "forward as one CUDA graph", 2727067.5, 4054295.5)
+
+
+def test_an_eager_loop_named_by_its_step_function_has_a_host_table_and_its_twin(loaded):
+    a = loaded(run("loop-eager-fn"))
+    h = a.summary["host"]
+    assert (len(a.steps), round(h["named_share"], 4)) == (94, 0.9841)
+    top = [r["name"] for r in h["rows"][:3]]
+    assert top == ["toy_lm.rotate", "toy_lm.Attention.forward", "toy_lm.Block.forward"]
+    # This twin timed the host table's code in both its runs (before the last run alone did):
+    # its steps carry the wrapper's cost, the untraced period is the longer.
+    u = a.summary["untraced"]
+    assert (u["runs"], u["steps"]) == (2, 188)
+    assert h["untraced"]["runs"] == 2
+
+
+def test_the_harness_eager_rungs_bound_their_graphed_and_compiled_steps(loaded):
+    bounds = {}
+    for rung in ("static", "kv"):
+        h = loaded(HOST / rung).summary["host"]
+        assert h["named_share"] > 0.99
+        bounds[rung] = {b["scenario"]: (b["lower_ns"], b["upper_ns"]) for b in h["bounds"]}
+    assert bounds["static"]["forward as one CUDA graph"] == (1102942.5, 1358861)
+    assert bounds["kv"]["forward's Python gone, its launches kept"] == (2902102.5, 3948278.5)
