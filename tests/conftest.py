@@ -1,6 +1,7 @@
 """Shared fixtures. GPU tests (`@pytest.mark.gpu`) are skipped, with a reason, without CUDA."""
 
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -91,3 +92,29 @@ def pytest_terminal_summary(terminalreporter):
     reasons = Counter(skip_reason(r) for r in skipped)
     for reason, count in reasons.most_common():
         terminalreporter.write_line(f"skipped {count}: {reason}")
+
+
+INJECT = Path(__file__).resolve().parent.parent / "harness" / "inject"
+
+
+def _hook_modules() -> list:
+    return [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]
+
+
+@pytest.fixture
+def hook(monkeypatch):
+    """A fresh copy of the in-program hook's package (harness/inject/gapscope_hook) with every
+    part imported: their globals, the recorder among them, start empty; the process's own copy,
+    if any, is put back afterwards."""
+    import importlib
+
+    for name in _hook_modules():
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(INJECT))
+    package = importlib.import_module("gapscope_hook")
+    for part in sorted(p.stem for p in (INJECT / "gapscope_hook").glob("*.py")):
+        if part != "__init__":
+            importlib.import_module(f"gapscope_hook.{part}")
+    yield package
+    for name in _hook_modules():
+        del sys.modules[name]

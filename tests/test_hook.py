@@ -25,24 +25,6 @@ INJECT = ROOT / "harness" / "inject"
 HOOK_FILE = INJECT / "sitecustomize.py"
 
 
-PARTS = ("notes", "recorder", "marks", "nvtx_ranges", "syncs", "imports", "start")
-
-
-@pytest.fixture
-def hook(monkeypatch):
-    """A fresh copy of the hook package, its parts imported (their globals, the recorder among
-    them, start empty); the process's own copy, if any, is put back afterwards."""
-    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.syspath_prepend(str(INJECT))
-    package = importlib.import_module("gapscope_hook")
-    for part in PARTS:
-        importlib.import_module(f"gapscope_hook.{part}")
-    yield package
-    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
-        del sys.modules[name]
-
-
 class Clock:
     """The host clock, 10 ns a tick: each mark is the next tick."""
 

@@ -16,21 +16,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 INJECT = ROOT / "harness" / "inject"
-PARTS = ("notes", "host_times", "recorder", "marks", "nvtx_ranges", "imports", "start")
-
-
-@pytest.fixture
-def hook(monkeypatch):
-    """A fresh copy of the hook package (as tests/test_hook.py's fixture)."""
-    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.syspath_prepend(str(INJECT))
-    package = importlib.import_module("gapscope_hook")
-    for part in PARTS:
-        importlib.import_module(f"gapscope_hook.{part}")
-    yield package
-    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
-        del sys.modules[name]
 
 
 def ticking(step: int = 10):

@@ -6,7 +6,6 @@ the boundaries of inferred steps, at each CUDA graph replay and each execution o
 On the CPU: fake clocks and stand-in modules; the subprocesses import no torch.
 """
 
-import importlib
 import json
 import os
 import shutil
@@ -17,25 +16,7 @@ import types
 from pathlib import Path
 
 import pytest
-from test_hook import HOOK_FILE, INJECT, PARTS, Clock
-
-PARTS = (*PARTS, "window", "step_marks")
-
-
-@pytest.fixture
-def hook(monkeypatch):
-    """A fresh copy of the hook package with every part imported (as test_hook's fixture)."""
-    names = [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]
-    for name in names:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.syspath_prepend(str(INJECT))
-    package = importlib.import_module("gapscope_hook")
-    for part in PARTS:
-        importlib.import_module(f"gapscope_hook.{part}")
-    yield package
-    for name in [n for n in sys.modules if n == "gapscope_hook" or n.startswith("gapscope_hook.")]:
-        del sys.modules[name]
-
+from test_hook import HOOK_FILE, INJECT, Clock
 
 
 def python_312() -> str | None:

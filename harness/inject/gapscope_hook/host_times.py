@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from .imports import attribute
 from .notes import say
 
 OTHER = ""  # the time no named code holds, in the twin file's rows
@@ -217,16 +218,10 @@ def host_wrapper(fn, name: str):
 def wrap_host_function(module, qualname: str) -> bool:
     """Replaces MODULE's QUALNAME (a function, a method, or a builtin like torch.multinomial)
     by its host wrapper; False where the name is not there or cannot be replaced."""
-    parts = qualname.split(".")
-    owner = module
-    for part in parts[:-1]:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            return False
-    attr = parts[-1]
-    raw = vars(owner).get(attr) if hasattr(owner, "__dict__") else None
-    if raw is None:
-        raw = getattr(owner, attr, None)
+    found = attribute(module, qualname)
+    if found is None:
+        return False
+    owner, attr, raw = found
     name = f"{module.__name__}.{qualname}"
     if isinstance(raw, (staticmethod, classmethod)):
         inner = raw.__func__

@@ -6,6 +6,22 @@ import sys
 from .notes import say
 
 
+def attribute(module, qualname: str):
+    """(the object holding MODULE's QUALNAME, its last name, the raw attribute: a function, a
+    staticmethod or classmethod object, any callable), or None where the name is not there."""
+    parts = qualname.split(".")
+    owner = module
+    for part in parts[:-1]:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            return None
+    name = parts[-1]
+    raw = vars(owner).get(name) if hasattr(owner, "__dict__") else None
+    if raw is None:
+        raw = getattr(owner, name, None)
+    return None if raw is None else (owner, name, raw)
+
+
 class AfterImport:
     """A meta-path finder that runs callbacks on a module right after it executes (the module's
     own finder and loader do the import)."""

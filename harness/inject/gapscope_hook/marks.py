@@ -3,6 +3,7 @@ step marks, and the recorder's entry points, made eager once torch._dynamo is im
 the twin times the host table (host_times.py), the same entry points tell its clock."""
 
 from . import host_times
+from .imports import attribute
 
 _REC = None  # the process's Recorder, set by start.install
 
@@ -94,18 +95,10 @@ def step_wrapper(fn, name: str | None = None):
 def wrap_function(module, qualname: str) -> bool:
     """Replaces MODULE's QUALNAME (a function, or a method of a class in it) by its step wrapper.
     False when the name is not there."""
-    parts = qualname.split(".")
-    owner = module
-    for part in parts[:-1]:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            return False
-    name = parts[-1]
-    raw = vars(owner).get(name) if hasattr(owner, "__dict__") else None
-    if raw is None:
-        raw = getattr(owner, name, None)
-    if raw is None:
+    found = attribute(module, qualname)
+    if found is None:
         return False
+    owner, name, raw = found
     if isinstance(raw, (staticmethod, classmethod)):
         if getattr(raw.__func__, "__gapscope_step__", False):
             return True
