@@ -34,6 +34,9 @@ names=("$@")
 py=${PYTHON:-python3}
 # PROGRAM_ARGS="--device cpu --size tiny" with NSYS=tests/fake_nsys/nsys: a dry run on a CPU.
 read -r -a extra <<<"${PROGRAM_ARGS:-}"
+# PROGRAM_TIMEOUT=S: each `gapscope profile` stopped after S seconds (what it wrote is packed).
+limit=()
+[ -n "${PROGRAM_TIMEOUT:-}" ] && limit=(timeout "$PROGRAM_TIMEOUT")
 work=$(mktemp -d "${TMPDIR:-/tmp}/user-programs.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out" "$work/traces"
@@ -62,7 +65,7 @@ for name in "${names[@]}"; do
     rc=$?
   else
     read -r -a cmd <<<"${programs[$name]}"
-    "$py" -m analysis.cli profile --name "$name" --traces-dir "$work/traces" -- \
+    ${limit[@]+"${limit[@]}"} "$py" -m analysis.cli profile --name "$name" --traces-dir "$work/traces" -- \
       "$py" "${cmd[@]}" "${extra[@]}" >"$work/$name.log" 2>&1
     rc=$?
   fi

@@ -77,8 +77,8 @@ def test_bounds_set_the_host_work_left_against_the_gpu_busy_time(tmp_path):
     b = {x["scenario"]: x for x in host(tmp_path, 1000).summary["host"]["bounds"]}
     graph = b["forward as one CUDA graph"]
     # remaining = host - sync - forward + a launch: 50, 10, 10; busy 26, 25, 15 (µs).
-    assert (graph["lower_ns"], graph["upper_ns"], graph["host_period_ns"]) == (
-        25_000, 35_000, 50_000)
+    assert (graph["lower_ns"], graph["upper_ns"], graph["host_period_ns"], graph["step_ns"]) == (
+        25_000, 35_000, 50_000, 50_000)
     assert (graph["speedup_min"], graph["speedup_max"]) == pytest.approx((50 / 35, 2.0))
     python = b["forward's Python gone, its launches kept"]
     assert (python["lower_ns"], python["upper_ns"]) == (25_000, 35_000)
@@ -86,6 +86,24 @@ def test_bounds_set_the_host_work_left_against_the_gpu_busy_time(tmp_path):
     assert (warper["lower_ns"], warper["upper_ns"], warper["removed_ns"]) == (50_000, 50_000, 0)
     # The forward's own row is not a scenario twice.
     assert f"{FORWARD} gone" not in b
+
+
+def test_a_step_whose_host_runs_ahead_of_the_gpu_gains_nothing_from_less_host_work():
+    # Graph replays queued faster than they run (µs): host periods 90, 90, 100 with 10, 10, 0
+    # of it blocked; each launched 260 of GPU work. The step as it runs is the GPU's, 260; with
+    # the `other` row's 60 gone, the host work left (20, 20, 40) is below the GPU busy: both
+    # bounds are the busy time, 1.00x; never the host period (a 0.35x "speed-up").
+    from analysis.measures.host_bound import bounds
+
+    per_step = pd.DataFrame({"step_index": [0, 1, 2], "host_period_ns": [90, 90, 100],
+                             "sync_ns": [10, 10, 0], "forward_ns": [0, 0, 0],
+                             "forward_python_ns": [0, 0, 0]})
+    rows = pd.DataFrame({"step_index": [0, 1, 2], "name": ["other"] * 3,
+                         "python_ns": [20, 20, 20], "cuda_ns": [40, 40, 40]})
+    (b,) = bounds(per_step, rows, [260, 260, 260]).to_dict("records")
+    assert b["scenario"] == "other (no named code) gone"
+    assert (b["lower_ns"], b["upper_ns"], b["step_ns"], b["host_period_ns"]) == (260, 260, 260, 90)
+    assert (b["speedup_min"], b["speedup_max"]) == (1.0, 1.0)
 
 
 TWIN = {"format": "gapscope-untraced-steps/1", "source": "hook", "numbering": "order",

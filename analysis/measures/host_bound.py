@@ -4,8 +4,13 @@ replaces it: one graph launch for a forward replayed as a CUDA graph), set again
 GPU busy time. The step cannot run faster than the larger of the two, nor, with no overlap of
 host and GPU at all, slower than their sum (nor than it runs now):
 
-    lower = max(busy, remaining)      upper = min(busy + remaining, host period)
+    lower = max(busy, remaining)      upper = min(busy + remaining, step)
     remaining = host period - blocked (sync) - removed + added
+    step = max(host period, busy)
+
+`step` is the step as it runs now: its host period, or, where the host runs ahead of the GPU
+(graph replays queued faster than they run), the GPU work it launched; removing host work from
+such a step buys nothing, and the bound says so (1.00x).
 
 Time blocked in a synchronizing call is the host waiting for the GPU, not host work: it is
 left out of `remaining` (the GPU's side of it is in `busy`).
@@ -54,23 +59,25 @@ def scenarios(per_step: pd.DataFrame, rows: pd.DataFrame) -> list:
 
 def bounds(per_step: pd.DataFrame, rows: pd.DataFrame, busy_ns: np.ndarray) -> pd.DataFrame:
     """One row a scenario: medians over the steps of the removed time, the lower and upper
-    bound, the measured host period and GPU busy, and the speed-up each bound gives (the
-    measured period over the upper bound: at least; over the lower: at most)."""
+    bound, the measured host period, GPU busy and step, and the speed-up each bound gives (the
+    measured step over the upper bound: at least; over the lower: at most)."""
     columns = ["scenario", "removed_ns", "lower_ns", "upper_ns", "host_period_ns", "busy_ns",
-               "speedup_min", "speedup_max"]
+               "step_ns", "speedup_min", "speedup_max"]
     if per_step.empty:
         return pd.DataFrame(columns=columns)
     busy = np.nan_to_num(np.asarray(busy_ns, dtype=np.float64))
     work = (per_step["host_period_ns"] - per_step["sync_ns"]).to_numpy(dtype=np.float64)
     host = per_step["host_period_ns"].to_numpy(dtype=np.float64)
+    step = np.maximum(host, busy)
     out = []
     for name, removed, added in scenarios(per_step, rows):
         remaining = np.maximum(work - removed + added, 0)
         lower = np.maximum(busy, remaining)
-        upper = np.maximum(np.minimum(busy + remaining, host), lower)
-        lo, hi, measured = median(lower), median(upper), median(host)
+        upper = np.maximum(np.minimum(busy + remaining, step), lower)
+        lo, hi, measured = median(lower), median(upper), median(step)
         out.append({"scenario": name, "removed_ns": median(removed), "lower_ns": lo,
-                    "upper_ns": hi, "host_period_ns": measured, "busy_ns": median(busy),
+                    "upper_ns": hi, "host_period_ns": median(host), "busy_ns": median(busy),
+                    "step_ns": measured,
                     "speedup_min": measured / hi if hi else None,
                     "speedup_max": measured / lo if lo else None})
     return pd.DataFrame(out, columns=columns)

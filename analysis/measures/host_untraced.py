@@ -106,7 +106,8 @@ def untraced_bound(b: dict, rows: list, period: float | None) -> dict:
         added = 0
     busy = b["busy_ns"] or 0
     remaining = max(period - sync - removed + added, 0)
+    step = max(period, busy)
     lower = max(busy, remaining)
-    upper = max(min(busy + remaining, period), lower)
+    upper = max(min(busy + remaining, step), lower)
     return {"untraced_lower_ns": lower, "untraced_upper_ns": upper,
-            "untraced_host_period_ns": period}
+            "untraced_host_period_ns": period, "untraced_step_ns": step}

@@ -90,6 +90,12 @@ def host_lines(s: dict) -> list:
     return lines
 
 
+def _step(b: dict, prefix: str = "") -> float | None:
+    """The step a bound is set against: its `step_ns` (the larger of the host period and its
+    GPU busy), or the host period in a summary written before it."""
+    return b.get(f"{prefix}step_ns", b.get(f"{prefix}host_period_ns"))
+
+
 def bound_text(b: dict, first: bool = True) -> str:
     """One scenario of what removing a row buys, in words: its bounds a step, the speed-up they
     give, and (first) the measured step and GPU busy they are set against."""
@@ -98,10 +104,10 @@ def bound_text(b: dict, first: bool = True) -> str:
         name = short_row(name.removesuffix(" gone")) + " gone"
     speed = ("" if b["speedup_min"] is None else
              f", {b['speedup_min']:.2f}-{b['speedup_max']:.2f}x")
-    now = (f" (now {ms_from_ns(b['host_period_ns'])}, GPU busy {ms_from_ns(b['busy_ns'])})"
+    now = (f" (now {ms_from_ns(_step(b))}, GPU busy {ms_from_ns(b['busy_ns'])})"
            if first else "")
     untraced = (f"; untraced {_ms(b['untraced_lower_ns'])}-{ms_from_ns(b['untraced_upper_ns'])}"
-                f" (now {ms_from_ns(b['untraced_host_period_ns'])})"
+                f" (now {ms_from_ns(_step(b, 'untraced_'))})"
                 if b.get("untraced_lower_ns") is not None and first else "")
     return (f"{name}: {_ms(b['lower_ns'])}-{ms_from_ns(b['upper_ns'])} a step{speed}{now}"
             f"{untraced}")
@@ -144,11 +150,11 @@ def md_host(a) -> str:
         rows = []
         for b in h["bounds"]:
             row = [b["scenario"], _ms3(b["lower_ns"]), _ms3(b["upper_ns"]),
-                   _ms3(b["host_period_ns"]), _ms3(b["busy_ns"]), "" if b["speedup_min"] is None
+                   _ms3(_step(b)), _ms3(b["busy_ns"]), "" if b["speedup_min"] is None
                    else f"{b['speedup_min']:.2f}-{b['speedup_max']:.2f}x"]
             if untraced:
-                row += [_ms3(b.get(f"untraced_{k}")) for k in ("lower_ns", "upper_ns",
-                                                                "host_period_ns")]
+                row += [_ms3(b.get(f"untraced_{k}")) for k in ("lower_ns", "upper_ns")]
+                row.append(_ms3(_step(b, "untraced_")))
             rows.append(row)
         text += ("\n\nWhat removing it would buy (medians over the steps; untraced: from the "
                  "twin's means):\n\n" + md_table(header, rows))
