@@ -35,7 +35,7 @@ def loaded():
 
 
 def test_a_programs_own_window_gives_one_step_a_forward_though_nsys_wrapped_each_twice(loaded):
-    d = run("window")
+    d = run("window-wrapped-twice")
     con = sqlite3.connect(compressed.plain(d / "capture.sqlite.xz"))
     (ranges,) = con.execute("SELECT count(*) FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId"
                             " WHERE s.value LIKE '%GPT2LMHeadModel.forward'").fetchone()
@@ -69,17 +69,81 @@ def test_sampled_generate_on_a_llama_shape_names_all_but_a_hair_of_each_step(loa
     a = loaded(run("sample"))
     h = a.summary["host"]
     assert (len(a.steps), round(h["named_share"], 4), round(h["named_share_min"], 4)) == (
-        96, 0.9999, 0.9977)
+        96, 0.9999, 0.9965)
     share = {r["name"]: round(r["share"], 4) for r in h["rows"]}
-    assert share["transformers.models.llama.modeling_llama.LlamaModel.forward"] == 0.8984
+    assert share["transformers.models.llama.modeling_llama.LlamaModel.forward"] == 0.8946
     warpers = [G + "logits_process." + c + ".__call__" for c in (
         "TopKLogitsWarper", "TopPLogitsWarper", "TemperatureLogitsWarper",
         "RepetitionPenaltyLogitsProcessor")]
-    assert [share[w] for w in warpers] == [0.0074, 0.0072, 0.0006, 0.0056]
-    assert share["torch.multinomial"] == 0.0078
+    assert all(share[w] > 0 for w in warpers) and share["torch.multinomial"] > 0
     graph = h["bounds"][0]
-    assert (graph["scenario"], graph["lower_ns"], graph["upper_ns"]) == (
-        "forward as one CUDA graph", 2727067.5, 4054295.5)
+    assert (graph["scenario"], graph["lower_ns"], graph["upper_ns"], graph["step_ns"]) == (
+        "forward as one CUDA graph", 2576127, 3917417, 34309198)
+    # Traced and untraced: the twin's two plain runs give the period, its last run the host
+    # table's untraced rows and the bound from them.
+    u = a.summary["untraced"]
+    assert (u["runs"], u["steps"], u["period_ns_median"]) == (2, 192, 17867798)
+    assert (h["untraced"]["runs"], round(h["untraced"]["period_ns_mean"])) == (1, 29136452)
+    assert round(graph["untraced_lower_ns"]) == 2111265
+
+
+def test_two_generate_calls_are_split_cold_from_warm(loaded):
+    calls = loaded(run("sample")).summary["calls"]
+    assert [(c["first_step"], c["last_step"], c["period_ns_median"],
+             c["untraced_period_ns_median"]) for c in calls] == [
+        (1, 48, 49445447, 58786560.5), (49, 96, 12584106, 11523132.25)]
+
+
+def test_a_loop_without_a_kv_cache_gets_a_step_a_forward_and_its_twin(loaded):
+    a = loaded(run("nokv"))
+    s, h = a.summary, a.summary["host"]
+    assert (len(a.steps), s["steps_from"]) == (64, "function")
+    assert (s["untraced"]["runs"], s["untraced"]["steps"], s["untraced"]["run_period_ns_medians"]) \
+        == (2, 128, [7082458, 10099090])
+    assert (round(h["named_share"], 4), round(h["named_share_min"], 4)) == (0.9791, 0.9685)
+    top = h["rows"][0]
+    assert (top["name"], round(top["untraced_ns"])) == (
+        "transformers.models.gpt2.modeling_gpt2.GPT2Model.forward", 6702880)
+
+
+def test_the_programs_own_window_has_its_twin_in_the_same_window(loaded):
+    a = loaded(run("window"))
+    s = a.summary
+    assert (a.run.info["capture"]["range"], len(a.steps)) == ("cudaProfilerApi", 32)
+    assert (s["untraced"]["runs"], s["untraced"]["steps"], s["untraced"]["period_ns_median"]) == (
+        2, 64, 7379821.5)
+    assert round(s["host"]["named_share"], 4) == 1.0
+
+
+def test_a_compiled_graph_loop_gets_a_step_a_replay_and_a_twin_of_the_replays(loaded):
+    a = loaded(run("compiled"))
+    s = a.summary
+    assert (len(a.steps), s["steps_inferred_by"]) == (93, "graph launch (138 nodes)")
+    assert a.run.info["hook"]["twin"]["runs"] == 3
+    assert (s["untraced"]["runs"], s["untraced"]["steps"], s["untraced"]["period_ns_median"]) == (
+        2, 182, 736306.5)
+
+
+def test_programs_unseen_by_the_tests_get_their_steps_and_twins(loaded):
+    """Written for one device call and never run through the harness (unseen/*.py): a loop of
+    its own CUDA graph replays with a stop check every fourth token, and a cuDNN GRU sampler
+    with a .item() a character, called twice."""
+    graph = loaded(USER / "unseen" / "20261202T055457Z-manual_graph")
+    s = graph.summary
+    assert (len(graph.steps), s["steps_inferred_by"]) == (96, "graph launch (67 nodes)")
+    assert (s["untraced"]["steps"], s["untraced"]["period_ns_median"]) == (72, 287453)
+    (sync,) = graph.syncs.itertuples(index=False)
+    assert (sync.file.endswith("/manual_graph.py"), sync.line, sync.calls_per_step) == (
+        True, 48, 0.25)
+    # Its host runs ahead of the GPU: no host row's removal buys anything.
+    (bound,) = s["host"]["bounds"]
+    assert (bound["step_ns"], bound["speedup_min"], bound["speedup_max"]) == (261409, 1.0, 1.0)
+    gru = loaded(USER / "unseen" / "20261202T055523Z-gru_chars")
+    s = gru.summary
+    assert (len(gru.steps), s["steps_inferred_by"]) == (160, (
+        "repeating sequence of 25 launches (100% the same), phase after cudaStreamSynchronize, "
+        "in 2 stretches"))
+    assert (s["untraced"]["steps"], s["untraced"]["period_ns_median"]) == (157, 531231.5)
 
 
 def test_an_eager_loop_named_by_its_step_function_has_a_host_table_and_its_twin(loaded):

@@ -15,6 +15,7 @@ import dataclasses
 import pandas as pd
 
 from ..measures.analysis import Analysis
+from ..measures.calls import with_untraced_calls
 from ..measures.stats import median, p90
 from ..measures.twin_keys import marked_twin
 from ..readers.untraced import UntracedSteps
@@ -159,4 +160,7 @@ def with_untraced(a: Analysis, u: UntracedSteps, trace=None) -> Analysis:
             traced, untraced, twin[f"{figure}_ns_spread"])
     table, keys = per_traced_step(u, a.steps)
     steps = a.steps.merge(table, on=keys, how="left", validate="many_to_one")
-    return dataclasses.replace(a, summary=s | {"untraced": twin}, steps=steps)
+    s = s | {"untraced": twin}
+    if s.get("calls"):
+        s["calls"] = with_untraced_calls(s["calls"], steps)
+    return dataclasses.replace(a, summary=s, steps=steps)

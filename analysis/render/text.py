@@ -8,6 +8,7 @@ import textwrap
 import pandas as pd
 
 from ..measures.analysis import METRICS
+from ..measures.calls import SHOWN as SHOWN_CALLS
 from ..measures.summary import CAUSES, LEDGER, by_thread
 from ..measures.syncs import UNKNOWN
 from ..render.palette import LEDGER_WORDS
@@ -127,7 +128,25 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         lines += textwrap.wrap(f"no twin: {no_twin}", TEXT_WIDTH,
                                initial_indent="  untraced       ",
                                subsequent_indent=" " * LABEL_WIDTH)
-    return "\n".join(lines + metrics_lines(s.get("gpu_metrics")) + floor_lines(s.get("floor")))
+    return "\n".join(lines + calls_lines(s.get("calls")) + metrics_lines(s.get("gpu_metrics"))
+                     + floor_lines(s.get("floor")))
+
+
+def calls_lines(calls: list | None) -> list:
+    """The calls of the loop the steps fall in, a line each (measures/calls.py), where there
+    are two or more: the medians above mix them."""
+    if not calls:
+        return []
+    lines = [f"  calls          {len(calls)} of {calls[0]['name']} (the medians above mix them)"]
+    for c in calls[:SHOWN_CALLS]:
+        untraced = c.get("untraced_period_ns_median")
+        lines.append(f"    {'call ' + str(c['call']):<13}steps {c['first_step']}-{c['last_step']}: "
+                     f"{ms_from_ns(c['period_ns_median'])} period median"
+                     + (f", untraced {ms_from_ns(untraced)}" if untraced is not None else "")
+                     + f", GPU busy {ms_from_ns(c['busy_ns_median'])}")
+    if len(calls) > SHOWN_CALLS:
+        lines.append(f"    and {len(calls) - SHOWN_CALLS} more (--format json: summary.calls)")
+    return lines
 
 
 def share_text(u: dict, figure: str) -> str:
