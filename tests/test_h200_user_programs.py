@@ -167,3 +167,21 @@ def test_the_harness_eager_rungs_bound_their_graphed_and_compiled_steps(loaded):
         bounds[rung] = {b["scenario"]: (b["lower_ns"], b["upper_ns"]) for b in h["bounds"]}
     assert bounds["static"]["forward as one CUDA graph"] == (1102942.5, 1358861)
     assert bounds["kv"]["forward's Python gone, its launches kept"] == (2902102.5, 3948278.5)
+
+
+def test_beam_search_and_an_encoder_decoder_unseen_by_the_tests(loaded):
+    """unseen/beam.py: generate() with four beams, a step a forward, and the beam bookkeeping a
+    row of its own; unseen/t5_gen.py: T5 in the program's own window, captured before its
+    forward was traced (analysis/capture/step_functions.py names it now): steps inferred."""
+    beam = loaded(USER / "unseen" / "20261202T063716Z-beam")
+    s, h = beam.summary, beam.summary["host"]
+    assert (len(beam.steps), s["steps_from"], s["untraced"]["period_ns_median"]) == (
+        24, "function", 4850128)
+    assert [(r["name"], round(r["share"], 4)) for r in h["rows"][:2]] == [
+        ("transformers.models.gpt2.modeling_gpt2.GPT2Model.forward", 0.5007),
+        (G + "utils.GenerationMixin._beam_search", 0.2762)]
+    t5 = loaded(USER / "unseen" / "20261202T063633Z-t5_gen")
+    s = t5.summary
+    assert (len(t5.steps), s["steps_inferred_by"]) == (31, (
+        "repeating sequence of 268 launches (100% the same), phase after cudaStreamSynchronize"))
+    assert (t5.run.info["capture"]["range"], s["untraced"]["steps"]) == ("cudaProfilerApi", 30)

@@ -113,3 +113,32 @@ def test_the_steps_are_not_named_twice_and_torch_token_choice_always_is(tmp_path
                               ("pkg.sub:step",))
     assert names[:3] == ["extra:f", "torch:multinomial", "torch:argmax"]
     assert "pkg.sub:step" not in names and "mymod:sample" in names
+
+
+def test_an_encoder_decoder_is_a_generating_model_and_its_decoder_is_named(tmp_path):
+    """T5's generate() runs the encoder once and T5ForConditionalGeneration.forward once a token
+    (a step each, as a causal LM's); its decoder, T5Stack, and Bart's BartDecoder are named
+    inside it, the decoder's layers are not."""
+    from analysis.capture.step_functions import causal_lm_forwards
+
+    write(tmp_path, {"models/t5/modeling_t5.py": '''
+        class T5PreTrainedModel:
+            def forward(self): ...
+        class T5Stack(T5PreTrainedModel):
+            def forward(self, x): ...
+        class T5ForConditionalGeneration(T5PreTrainedModel):
+            def forward(self, x): ...
+        ''', "models/bart/modeling_bart.py": '''
+        class BartDecoderLayer(Module):
+            def forward(self, x): ...
+        class BartDecoder(BartPreTrainedModel):
+            def forward(self, x): ...
+        class BartForConditionalGeneration(BartPreTrainedModel):
+            def forward(self, x): ...
+        '''})
+    assert [f.spec for f in causal_lm_forwards(tmp_path)] == [
+        "transformers.models.bart.modeling_bart:BartForConditionalGeneration.forward",
+        "transformers.models.t5.modeling_t5:T5ForConditionalGeneration.forward"]
+    assert hf.base_model_forwards(tmp_path) == [
+        "transformers.models.bart.modeling_bart:BartDecoder.forward",
+        "transformers.models.t5.modeling_t5:T5Stack.forward"]

@@ -21,7 +21,7 @@ import re
 from functools import cache
 from pathlib import Path
 
-from ..capture.step_functions import CAUSAL_LM_CLASS, OWN_FORWARD, TOP_LEVEL
+from ..capture.step_functions import CAUSAL_LM_CLASS, GENERATING, OWN_FORWARD, TOP_LEVEL
 
 # Per file of transformers: the module, and which definitions (class -> methods; "*" any class
 # that defines it; None: top-level functions).
@@ -44,8 +44,9 @@ TRANSFORMERS = (
 # builtins too; TorchScript registers what torch.argmax is when it first scripts, the wrapper).
 # Not F.softmax: a Python function, which a scripted caller would compile, wrapper and all.
 TORCH = ("torch:multinomial", "torch:argmax")
-# A base model: `class LlamaModel(LlamaPreTrainedModel)`, inside a causal LM's forward.
-BASE_MODEL_CLASS = re.compile(r"^class (\w+Model)\(", re.M)
+# A base model: `class LlamaModel(LlamaPreTrainedModel)`, inside a causal LM's forward; an
+# encoder-decoder's decoder, run once a token: `class T5Stack(...)`, `class BartDecoder(...)`.
+BASE_MODEL_CLASS = re.compile(r"^class (\w+(?:Model|Stack|Decoder))\(", re.M)
 # The program's own modules: at most this many, and this many functions in all.
 MAX_MODULES = 100
 MAX_OWN_FUNCTIONS = 600
@@ -108,8 +109,7 @@ def base_model_forwards(root: Path) -> list:
         if path.name.startswith(("modeling_tf_", "modeling_flax_")):
             continue
         text = path.read_text(errors="replace")
-        if ("ForCausalLM" not in text and "LMHeadModel" not in text) or not (
-                CAUSAL_LM_CLASS.search(text)):
+        if not any(word in text for word in GENERATING) or not CAUSAL_LM_CLASS.search(text):
             continue
         module = f"transformers.models.{path.parent.name}.{path.stem}"
         for match in BASE_MODEL_CLASS.finditer(text):

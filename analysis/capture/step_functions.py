@@ -26,8 +26,12 @@ from ..measures.steps import FORWARD_STEP_PATTERN
 
 FUNCTIONS_FILE = "functions.json"
 SPEC = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
-# transformers' causal LMs: `class LlamaForCausalLM(...)`, `class GPT2LMHeadModel(...)`.
-CAUSAL_LM_CLASS = re.compile(r"^class (\w+(?:ForCausalLM|LMHeadModel))\(", re.M)
+# transformers' generating models: `class LlamaForCausalLM(...)`, `class GPT2LMHeadModel(...)`,
+# and the encoder-decoders' `class T5ForConditionalGeneration(...)` (generate() calls its forward
+# once a decoded token, as a causal LM's).
+GENERATING = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+CAUSAL_LM_CLASS = re.compile(r"^class (\w+(?:ForCausalLM|LMHeadModel|ForConditionalGeneration))\(",
+                             re.M)
 # The end of a class body: the next line that starts in column 0 (a `)` closes its header).
 TOP_LEVEL = re.compile(r"^[^\s#)\]]", re.M)
 OWN_FORWARD = re.compile(r"^    def forward\(", re.M)
@@ -109,7 +113,7 @@ def _causal_lm_forwards(transformers_dir: Path) -> tuple:
         if path.name.startswith(("modeling_tf_", "modeling_flax_")):
             continue
         text = path.read_text(errors="replace")
-        if "ForCausalLM" not in text and "LMHeadModel" not in text:
+        if not any(word in text for word in GENERATING):
             continue
         module = f"transformers.models.{path.parent.name}.{path.stem}"
         for match in CAUSAL_LM_CLASS.finditer(text):
