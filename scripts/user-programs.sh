@@ -17,8 +17,8 @@
 #             NVTX_EVENTS table in the export
 #
 # Each program is small (GPT-2/Llama-shaped ~125M, a few dozen tokens): each profile is one to
-# two minutes on the H200, mostly process starts (a program that opens no window runs twice
-# under nsys: gapscope's cudaProfilerApi try, then the whole run), the export and three untraced
+# two minutes on the H200, mostly process starts (a program whose files open no window is
+# captured whole at once; one that opens it, in its window), the export and three untraced
 # twin runs; the compiled loop compiles once cold, then from inductor's cache. Names pick a
 # subset, to split the batch over two calls. A program that fails does not stop the others; its
 # log still comes back. Run from the repository root, on the GPU machine after

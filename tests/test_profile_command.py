@@ -267,6 +267,37 @@ def test_by_default_a_program_without_cudaprofilerstart_is_captured_whole(instal
     assert last_line(result.stderr) == f"gapscope: error: nsys wrote no capture: see {run}/nsys.log"
 
 
+def test_a_program_whose_files_open_no_window_is_captured_whole_at_once(installed, tmp_path):
+    """Its script and its own module name no window call (window_scan.py): one capture of the
+    whole run, said so; a script whose module opens one is tried in its window first."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "loop.py").write_text("import helper\nhelper.run()\n")
+    (work / "helper.py").write_text("def run():\n    pass\n")
+    result = inproc(tmp_path, "profile", "--no-twin", "--", PY, "loop.py", "--device", "cpu",
+                    FAKE_NSYS_PROFILE="nocapture")
+    (run,) = run_dirs(tmp_path)
+    (flags,) = [c[1:c.index("-o")] for c in nsys_calls(tmp_path) if c[:1] == ["profile"]]
+    assert "--capture-range=cudaProfilerApi" not in flags
+    assert ("gapscope: the program's own files open no capture window (no cudaProfilerStart, no "
+            "torch.cuda.profiler): capturing the whole run (--range cudaProfilerApi tries the "
+            "window first)") in result.stderr.splitlines()
+    capture = json.loads((run / "run.json").read_text())["capture"]
+    assert (capture["range"], capture["range_chosen"]) == (
+        "all", "the program's own files open no capture window (no cudaProfilerStart, no "
+        "torch.cuda.profiler)")
+
+    (work / "helper.py").write_text("import torch\ndef run():\n    torch.cuda.profiler.start()\n")
+    other = tmp_path / "other"
+    (other / "work").mkdir(parents=True)
+    for name in ("loop.py", "helper.py"):
+        shutil.copy(work / name, other / "work" / name)
+    inproc(other, "profile", "--no-twin", "--", PY, "loop.py", "--device", "cpu",
+           FAKE_NSYS_PROFILE="nocapture")
+    first = [c[1:c.index("-o")] for c in nsys_calls(other) if c[:1] == ["profile"]][0]
+    assert first[:2] == ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+
+
 def test_no_step_ranges_names_the_pattern_once_escaped(installed, tmp_path):
     result = inproc(tmp_path, "profile", "--steps", r"^Iteration (\d+)$", "--",
                       *NOTHING, FAKE_NSYS_RUN="0")

@@ -38,9 +38,15 @@ for i in range(20):
 print("program:", os.environ.get("GAPSCOPE_SYNC_MARKS"), "gapscope_hook" in sys.modules,
       os.environ.get("GAPSCOPE_RUN_DIR"))
 """
+# The same, with a window opened where the hook does not look (the stand-in nsys captures one).
+CTYPES_WINDOW_PROGRAM = FUNCTION_PROGRAM + """
+def open_window():  # ctypes.CDLL("libcudart.so").cudaProfilerStart(), unseen by the hook
+    pass
+"""
 # Steps 1..60 as NVTX ranges (the capture's window holds 31..50).
 NVTX_PROGRAM = """
 import nvtx
+# Its window, as the stand-in nsys captures it: torch.cuda.profiler.start() before step 31.
 for i in range(1, 61):
     nvtx.push_range(f"Step {i}")
     nvtx.pop_range()
@@ -173,7 +179,7 @@ def test_function_steps_in_the_programs_window_get_a_twin_of_the_window_s_steps(
 
 
 def test_function_steps_in_a_window_the_hook_does_not_see_get_no_twin_and_why(tmp_path):
-    cmd = work(tmp_path, FUNCTION_PROGRAM)
+    cmd = work(tmp_path, CTYPES_WINDOW_PROGRAM)
     result = inproc(tmp_path, "profile", "--step-function", "steploop:decode_step", "--", *cmd,
                     FAKE_NSYS_RUN="0",
                     FAKE_NSYS_EXPORT_FROM=str(renamed_export(tmp_path, "steploop.decode_step")))

@@ -152,6 +152,9 @@ def run_profile(r: Request) -> Captured:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run = new_run_dir(r.traces_dir, f"{stamp}-{r.name or program_name(cmd)}")
     note(f"run directory: {run}")
+    if ok.range_chosen:
+        note(f"{ok.range_chosen}: capturing the whole run (--range cudaProfilerApi tries the "
+             "window first)")
     traced = traced_functions(functions, ok.probe)
     functions_file = run / sf.FUNCTIONS_FILE if traced else None
     if functions_file is not None:
@@ -177,7 +180,8 @@ def run_profile(r: Request) -> Captured:
                                         str(run / "capture"), *cmd]),
                  "version": nsys.version, "path": nsys.path},
         "capture": {"range": capture_range, "cuda_graph_trace": graph_trace, "osrt": r.osrt,
-                    "delay_s": delay_s, "duration_s": duration_s, "flags": flags},
+                    "delay_s": delay_s, "duration_s": duration_s, "flags": flags,
+                    **({"range_chosen": ok.range_chosen} if ok.range_chosen else {})},
         "analysis": {"step_pattern": step_pattern, "check_pattern": check_pattern,
                      "step_functions": [f.spec for f in functions]},
         "hook": {"sync_marks": sync_lines,

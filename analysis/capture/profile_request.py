@@ -10,6 +10,7 @@ from pathlib import Path
 from ..capture import step_functions as sf
 from ..capture.nsys import NsysError, check_gpu, find_nsys, require_version
 from ..capture.profile_twin import note
+from ..capture.window_scan import opens_window
 from ..errors import TraceError
 from ..measures.steps import DEFAULT_CHECK_PATTERN, compile_pattern
 
@@ -57,6 +58,12 @@ class Accepted:
     capture_range: str
     range_given: bool
     nsys: object
+    # Why the range is `all` though none was asked for (window_scan.py), else None.
+    range_chosen: str | None = None
+
+
+NO_WINDOW_CALL = ("the program's own files open no capture window (no cudaProfilerStart, no "
+                  "torch.cuda.profiler)")
 
 
 def accept(r: Request) -> Accepted:
@@ -77,6 +84,10 @@ def accept(r: Request) -> Accepted:
         raise ProfileError(str(e), 2) from None
     range_given = r.capture_range is not None or delay_s is not None or duration_s is not None
     capture_range = resolve_range(r.capture_range, delay_s, duration_s)
+    range_chosen = None
+    if not range_given and opens_window(cmd, Path.cwd()) is False:
+        # Its files open no window: capture all of it at once, not twice.
+        capture_range, range_chosen = "all", NO_WINDOW_CALL
     if shutil.which(cmd[0]) is None:
         raise ProfileError(f"{cmd[0]}: no such program (the command after --)", 2)
     probe = None
@@ -102,7 +113,7 @@ def accept(r: Request) -> Accepted:
         raise ProfileError(str(e), 2) from None
     note(nsys.note)
     check_gpu_for(cmd)
-    return Accepted(functions, probe, capture_range, range_given, nsys)
+    return Accepted(functions, probe, capture_range, range_given, nsys, range_chosen)
 
 def program_name(cmd: tuple) -> str:
     """A run directory's name for CMD: the script or module Python runs, else the program."""

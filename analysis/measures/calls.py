@@ -32,53 +32,61 @@ def outermost(ranges: pd.DataFrame) -> pd.DataFrame:
     return ranges.loc[keep].sort_values("start", kind="stable")
 
 
-def step_calls(ranges: pd.DataFrame, cpu_start: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """Each step's call (0, 1, ... in time order), -1 where no call range holds its start; the
-    calls are the outermost ranges named as CALL_RANGE on the step's thread."""
+def call_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
+    """The outermost ranges named as CALL_RANGE (start, end, tid, name), in time order."""
+    if ranges.empty:
+        return ranges
+    return outermost(ranges[ranges["name"].astype(str).str.contains(CALL_RANGE)])
+
+
+def step_calls(calls: pd.DataFrame, cpu_start: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Each step's call: the row of `calls` (call_ranges) on its thread that holds its start,
+    -1 where none does."""
     call = np.full(len(cpu_start), -1, dtype=np.int64)
-    if ranges.empty or not len(cpu_start):
-        return call
-    named = ranges[ranges["name"].astype(str).str.contains(CALL_RANGE)]
-    for k, row in enumerate(outermost(named).itertuples(index=False)):
+    for k, row in enumerate(calls.itertuples(index=False)):
         inside = (tid == row.tid) & (cpu_start >= row.start) & (cpu_start < row.end)
         call[inside & (call < 0)] = k
-    # Numbered by the calls that hold steps, in order.
+    return call
+
+
+def calls_summary(table: pd.DataFrame, calls: pd.DataFrame, call: np.ndarray,
+                  name: str = "generate") -> list:
+    """summary["calls"]: one dict a call that holds steps (where two or more do), in time
+    order: its number, thread, range (start_ns, end_ns: what the twin's steps are matched by),
+    first and last step number, steps, the median period and GPU busy of its steps; [] for one
+    call or none."""
     held = np.unique(call[call >= 0])
-    return np.where(call >= 0, np.searchsorted(held, np.maximum(call, 0)), -1)
-
-
-def calls_summary(table: pd.DataFrame, call: np.ndarray, name: str = "generate") -> list:
-    """summary["calls"]: one dict a call (where there are two or more): its number, first and
-    last step, steps, the median period and GPU busy of its steps; [] for one call or none."""
-    if len(np.unique(call[call >= 0])) < 2:
+    if len(held) < 2:
         return []
     out = []
-    for k in np.unique(call[call >= 0]):
+    for number, k in enumerate(held, start=1):
         mine = table[call == k]
-        out.append({"call": int(k) + 1, "name": name, "first_step": int(mine["step"].iloc[0]),
-                    "last_step": int(mine["step"].iloc[-1]), "steps": int(len(mine)),
-                    "period_ns_median": median(mine["period_ns"]),
+        row = calls.iloc[int(k)]
+        out.append({"call": number, "name": name, "thread": str(mine["thread"].iloc[0]),
+                    "start_ns": int(row["start"]), "end_ns": int(row["end"]),
+                    "first_step": int(mine["step"].min()), "last_step": int(mine["step"].max()),
+                    "steps": int(len(mine)), "period_ns_median": median(mine["period_ns"]),
                     "busy_ns_median": median(mine["busy_ns"])})
     return out
 
 
-def call_name(ranges: pd.DataFrame) -> str:
+def call_name(calls: pd.DataFrame) -> str:
     """The short name of the call ranges (`GenerationMixin.generate`), for the report."""
-    named = ranges.loc[ranges["name"].astype(str).str.contains(CALL_RANGE), "name"]
-    if named.empty:
+    if calls.empty:
         return "generate"
-    return ".".join(str(named.iloc[0]).split(".")[-2:])
+    return ".".join(str(calls["name"].iloc[0]).split(".")[-2:])
 
 
 def with_untraced_calls(calls: list, steps: pd.DataFrame) -> list:
-    """Each call with the median untraced period of its steps (the twin's, matched step by
-    step), None where the twin has none of them."""
+    """Each call with the median untraced period of its steps (the steps of its thread whose
+    start its range holds; each with the twin's period matched to it), None where the twin has
+    none of them."""
     if not calls or "untraced_period_ns" not in steps:
         return calls
-    number = steps["step"].to_numpy()
+    start, thread = steps["cpu_start"].to_numpy(), steps["thread"].astype(str).to_numpy()
     out = []
     for c in calls:
-        mine = (number >= c["first_step"]) & (number <= c["last_step"])
+        mine = (thread == c["thread"]) & (start >= c["start_ns"]) & (start < c["end_ns"])
         out.append(c | {"untraced_period_ns_median": median(
             steps.loc[mine, "untraced_period_ns"])})
     return out

@@ -30,7 +30,8 @@ PROFILER_STEP_PATTERN = r"^ProfilerStep#(\d+)$"
 # The forward of a transformers causal LM, as nsys's Python function trace names its calls
 # (`gapscope profile` traces them in every capture): a generate() loop's steps, the prefill's
 # first. Read when the default pattern and ProfilerStep#N match nothing.
-FORWARD_STEP_PATTERN = r"^transformers\.models\.[\w.]+\.\w+(?:ForCausalLM|LMHeadModel|ForConditionalGeneration)\.forward$"
+FORWARD_STEP_PATTERN = (r"^transformers\.models\.[\w.]+\.\w+"
+                        r"(?:ForCausalLM|LMHeadModel|ForConditionalGeneration)\.forward$")
 # `--steps infer`: the steps from the trace itself, whatever ranges it has.
 INFER = "infer"
 # nsys's Python function tracing names a range by the function's qualified name,

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..measures.analysis import METRICS, Analysis
-from ..measures.calls import call_name, calls_summary, step_calls
+from ..measures.calls import call_name, call_ranges, calls_summary, step_calls
 from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.host_steps import host_analysis
@@ -99,8 +99,10 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
                         cover, ops, origin)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
-    calls = calls_summary(table, step_calls(trace.ranges, table["cpu_start"].to_numpy(),
-                                            on_device["tid"].to_numpy()), call_name(trace.ranges))
+    ranges = call_ranges(trace.ranges)
+    calls = calls_summary(table, ranges, step_calls(ranges, table["cpu_start"].to_numpy(),
+                                                    on_device["tid"].to_numpy()),
+                          call_name(ranges))
     if calls:
         summary["calls"] = calls
     table, summary["gpu_metrics"] = with_step_metrics(

@@ -89,7 +89,8 @@ def md_summary(a) -> str:
     rows += [(f"{c['name']} call {c['call']}",
               f"steps {c['first_step']}-{c['last_step']}: {ms_from_ns(c['period_ns_median'])} "
               "period median" + ("" if c.get("untraced_period_ns_median") is None else
-                                 f", untraced {ms_from_ns(c['untraced_period_ns_median'])}"))
+                                 f", untraced {ms_from_ns(c['untraced_period_ns_median'])}")
+              + f", GPU busy {ms_from_ns(c['busy_ns_median'])}")
              for c in s.get("calls", [])]
     rows += [(f"idle: {c}", ms_from_ns(s["idle_ns_by_cause"][c])) for c in CAUSES]
     rows += [(f"ledger: {LEDGER_WORDS[p]}", ms_from_ns(s["idle_ledger"][p])) for p in LEDGER]

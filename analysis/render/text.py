@@ -138,12 +138,17 @@ def calls_lines(calls: list | None) -> list:
     if not calls:
         return []
     lines = [f"  calls          {len(calls)} of {calls[0]['name']} (the medians above mix them)"]
+    threads = len({c.get("thread") for c in calls}) > 1
     for c in calls[:SHOWN_CALLS]:
         untraced = c.get("untraced_period_ns_median")
-        lines.append(f"    {'call ' + str(c['call']):<13}steps {c['first_step']}-{c['last_step']}: "
-                     f"{ms_from_ns(c['period_ns_median'])} period median"
-                     + (f", untraced {ms_from_ns(untraced)}" if untraced is not None else "")
-                     + f", GPU busy {ms_from_ns(c['busy_ns_median'])}")
+        text = (f"steps {c['first_step']}-{c['last_step']}"
+                + (f" of {c['thread']}" if threads else "")
+                + f": {ms_from_ns(c['period_ns_median'])} period median"
+                + (f", untraced {ms_from_ns(untraced)}" if untraced is not None else "")
+                + f", GPU busy {ms_from_ns(c['busy_ns_median'])}")
+        label = f"    {'call ' + str(c['call']):<13}"
+        lines += textwrap.wrap(text, TEXT_WIDTH, initial_indent=label,
+                               subsequent_indent=" " * LABEL_WIDTH)
     if len(calls) > SHOWN_CALLS:
         lines.append(f"    and {len(calls) - SHOWN_CALLS} more (--format json: summary.calls)")
     return lines
