@@ -131,3 +131,19 @@ def test_help_analysis_documents_the_columns_each_table_has():
                                "host", "host_steps"}
     for table, columns in documented.items():
         assert columns == list(getattr(a, table).columns), table
+
+
+def test_a_run_read_back_from_the_database_renders_as_it_was_analysed(tmp_path):
+    """The database keeps the summary whole, the steps and the syncs: a stored Analysis prints
+    what the fresh one did, but for its first line (where it was read from)."""
+    run = ROOT / "docs/user-programs-20261202/20261202T062302Z-sample"
+    fresh = analysis.load(run)
+    with analysis.Database(tmp_path / "r.db") as db:
+        db.add([fresh])
+    with analysis.Database(tmp_path / "r.db", read_only=True) as db:
+        (stored,) = db.analyses()
+    assert stored.summary["calls"] == json.loads(json.dumps(fresh.summary["calls"]))
+    first, *rest = stored.to_text().splitlines()
+    assert first.endswith("96 steps, read from a results database")
+    assert rest == fresh.to_text().splitlines()[1:]
+    assert "| GenerationMixin.generate call 2 |" in stored.to_markdown()

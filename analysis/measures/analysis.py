@@ -68,8 +68,10 @@ class Analysis:
 
     @property
     def source(self) -> str | None:
-        """What made the trace, for a report's first line."""
-        return describe(self.trace) if self.trace is not None else None
+        """What made the trace, for a report's first line (a stored run: the database's)."""
+        if self.trace is not None:
+            return describe(self.trace)
+        return "read from a results database" if self.kind == STORED else None
 
     def __repr__(self) -> str:
         parts = [f"device={self.device}", f"kind={self.kind!r}", f"label={self.label!r}",

@@ -181,7 +181,7 @@ def md_floor(a) -> str:
 def md_syncs(a) -> str:
     """The syncs table, every site; a thread column where the steps ran on several."""
     syncs = a.syncs
-    if syncs.empty:
+    if syncs is None or syncs.empty:
         return "No blocking call inside the steps."
     threads = syncs["tid"].nunique() > 1
     header = [*(["thread"] if threads else []), "call", "where", "calls", "/step",

@@ -271,7 +271,7 @@ def _fit(indent: str, text: str) -> str:
 def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
     """The blocking calls inside the steps (analysis/measures/syncs.py): totals, then the sites that
     block longest, each its line and its numbers."""
-    if syncs.empty:
+    if syncs is None or syncs.empty:
         return ["  syncs          no blocking call inside the steps"]
     calls = int(syncs["calls"].sum())
     lines = [f"  syncs          {calls / steps:.2f} blocking calls a step ({calls}): "

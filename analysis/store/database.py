@@ -36,9 +36,12 @@ def frame(cursor) -> pd.DataFrame:
 
 
 def stored_summary(row: dict) -> dict:
-    """A runs row as the summary compare reads: the row, with the causes and the summary's own
-    sections (db.SUMMARY_PREFIXES) nested again; a section absent where the run had none (its
-    columns NULL)."""
+    """A runs row as the summary compare reads: the summary as stored whole (summary_json), or,
+    in a database made before it was, the row, with the causes and the summary's own sections
+    (db.SUMMARY_PREFIXES) nested again; a section absent where the run had none (its columns
+    NULL)."""
+    if row.get("summary_json"):
+        return json.loads(row["summary_json"])
     summary = dict(row)
     summary["idle_ns_by_cause"] = {k.removeprefix("idle_ns_by_cause_"): v for k, v in row.items()
                                    if k.startswith("idle_ns_by_cause_")}
@@ -106,11 +109,16 @@ class Database:
             [run_id, device]))
 
     def analyses(self, where: str | None = None) -> list:
-        """The runs that match `where` as Analyses of kind "stored" (summary and steps), in the
-        order they were added: what compare reads."""
+        """The runs that match `where` as Analyses of kind "stored" (summary, steps and syncs),
+        in the order they were added: what compare reads, and what to_text and to_markdown
+        render."""
         out = []
         for row in self.run_rows(where):
             run = Run(Path(row["trace"]), row["label"], json.loads(row["run_json"] or "{}"))
+            syncs = (self.table("syncs", row["run_id"], row["device"])
+                     if self.db["syncs"].exists() else None)
             out.append(Analysis(row["device"], stored_summary(row),
-                                self.steps(row["run_id"], row["device"]), kind=STORED, run=run))
+                                self.steps(row["run_id"], row["device"]),
+                                syncs=syncs if syncs is not None and len(syncs.columns) else None,
+                                kind=STORED, run=run))
         return out
