@@ -35,14 +35,14 @@ def test_untraced_spreads_that_overlap_are_within_noise():
     # As above, but b's untraced runs reach 6.2 ms, over a's lowest (5.9).
     t = table([("a", 8.0, (7.9, 8.1), 6.0, (5.9, 6.1)), ("b", 9.0, (8.9, 9.1), 5.0, (4.9, 6.2))])
     assert order_flips(t) == [
-        "within noise: a < b traced (8.000 vs 9.000 ms), untraced 6.000 vs 5.000\n"
+        "flip within noise: a < b traced (8.000 vs 9.000 ms), untraced 6.000 vs 5.000\n"
         "  (events) untraced spreads overlap (5.900–6.100 and 4.900–6.200 ms)"]
 
 
 def test_traced_cis_that_overlap_are_within_noise():
     t = table([("a", 8.0, (7.5, 8.6), 6.0, (5.9, 6.1)), ("b", 8.5, (8.1, 9.0), 5.0, (4.9, 5.1))])
     assert order_flips(t) == [
-        "within noise: a < b traced (8.000 vs 8.500 ms), untraced 6.000 vs 5.000\n"
+        "flip within noise: a < b traced (8.000 vs 8.500 ms), untraced 6.000 vs 5.000\n"
         "  (events) traced 95% CIs overlap"]
 
 
@@ -65,12 +65,12 @@ def test_the_bench_figure_is_judged_by_its_processes(tmp_path):
         dirs.append(d)
     out = CliRunner().invoke(main, ["compare", *map(str, dirs)]).output
     lines = out.splitlines()
-    at = lines.index("within noise: seed < static traced (7.832 vs 8.577 ms), untraced 5.250 vs "
-                     "4.750")
+    at = lines.index("flip within noise: seed < static traced (7.832 vs 8.577 ms), untraced 5.250 "
+                     "vs 4.750")
     assert lines[at + 1] == "  (bench) untraced spreads overlap (4.500–6.000 and 4.000–5.500 ms)"
     assert "order flip" not in out
     md = CliRunner().invoke(main, ["compare", *map(str, dirs), "--format", "md"]).output
-    assert "\nwithin noise: seed < static" in md and "**within noise" not in md
+    assert "\nflip within noise: seed < static" in md and "**flip within noise" not in md
 
 
 def test_twins_whose_runs_overlap_are_within_noise(tmp_path):
@@ -88,6 +88,6 @@ def test_twins_whose_runs_overlap_are_within_noise(tmp_path):
         dirs.append(d)
     out = CliRunner().invoke(main, ["compare", *map(str, dirs)]).output
     lines = out.splitlines()
-    at = lines.index("within noise: pipelined < static traced (7.832 vs 8.577 ms), untraced "
+    at = lines.index("flip within noise: pipelined < static traced (7.832 vs 8.577 ms), untraced "
                      "6.100 vs 5.750")
     assert lines[at + 1] == "  (events) untraced spreads overlap (6.000–6.200 and 5.000–6.500 ms)"

@@ -23,7 +23,7 @@ def order_flips(table: pd.DataFrame) -> list:
     """One line per pair of runs that the traced GPU period orders one way and the untraced
     figure the other (METRICS.md, "order flip"): `order flip:` where each order is outside its
     noise (the traced periods' 95% CIs apart, and the untraced spreads over runs or processes
-    apart), else `within noise:`, with the reason on the lines under it."""
+    apart), else `flip within noise:`, with the reason on the lines under it."""
     untraced, name = untraced_figure(table)
     if untraced is None:
         return []
@@ -60,7 +60,7 @@ def order_flips(table: pd.DataFrame) -> list:
                 why.append("untraced spreads overlap ({:.3f}–{:.3f} and {:.3f}–{:.3f} ms)".format(
                     *spreads[fast], *spreads[slow]))
             # The pair on the first line; the untraced figure's name and why, indented below.
-            lines.append(f"within noise: {text}\n" + textwrap.fill(
+            lines.append(f"flip within noise: {text}\n" + textwrap.fill(
                 f"({name}) " + "; ".join(why), TEXT_WIDTH, initial_indent="  ",
                 subsequent_indent="  ", break_on_hyphens=False))
     return lines
@@ -195,9 +195,18 @@ def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
         blocks.append("\n".join("  ".join(row[i].ljust(widths[i]) for i in keep).rstrip()
                                  for row in cells))
     legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
-    # One line each, as the tools that grep for them expect, even past the width.
+    # Each note starts its line (what a grep for `order flip:` finds); one longer than the width
+    # goes on, indented, on the lines under it.
     notes = [*order_flips(table), _sync_note(table), *work_note(table)]
+    if width is not None:
+        notes = [wrapped(note, width) for note in notes]
     return "\n\n".join(blocks + ["\n".join([legend, *notes])])
+
+
+def wrapped(note: str, width: int = TEXT_WIDTH) -> str:
+    """A note whose lines are longer than `width` wrapped, each going on indented under it."""
+    return "\n".join(textwrap.fill(part, width, subsequent_indent="  ", break_on_hyphens=False)
+                     for part in note.split("\n"))
 
 
 def work_note(table: pd.DataFrame) -> list:
@@ -290,7 +299,8 @@ def to_text_rows(table: pd.DataFrame) -> str:
     note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean); "
             "sync idle:\nits share of the window, as traced; untraced: ms/step from run.json; ~ "
             "within the first run's\nnoise, * beyond it (95% bootstrap CI)")
-    return "\n".join([*lines, "", note, *order_flips(table), *work_note(table)])
+    return "\n".join([*lines, "", note, *(wrapped(n) for n in [*order_flips(table),
+                                                               *work_note(table)])])
 
 
 def _cut(text: str, width: int) -> str:

@@ -228,13 +228,29 @@ def metrics_text_summary(label: str, s: dict, schema: str,
 
 def to_text(label: str, analyses: list, schema: str, more=None) -> str:
     """`more(a)`: lines to add under a traced analysis' own (render/report.py: the host table)."""
-    return "\n\n".join(
+    return fit_width("\n\n".join(
         metrics_text_summary(label, a.summary, schema, a.steps)
         if a.kind == METRICS
         else "\n".join([text_summary(label, a.summary, schema, a.steps, no_twin_why(a)),
                         *sync_lines(a.syncs, a.summary["steps"]),
                         *(more(a) if more else [])])
-        for a in analyses)
+        for a in analyses))
+
+
+def fit_width(text: str, width: int = TEXT_WIDTH) -> str:
+    """Each line longer than `width` wrapped at its words, its continuation lines indented to
+    where its value starts (LABEL_WIDTH, or further in for an indented line): a terminal of 100
+    columns reads every line."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        more = LABEL_WIDTH if indent <= LABEL_WIDTH else indent + 2
+        out += textwrap.wrap(line, width, subsequent_indent=" " * more,
+                             break_long_words=False, break_on_hyphens=False) or [line]
+    return "\n".join(out)
 
 
 # The syncs table's text: the sites that block longest, then how many more there are.

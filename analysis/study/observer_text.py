@@ -154,7 +154,7 @@ def sync_cost_findings(table: pd.DataFrame, floors: dict | None = None) -> list:
             + with_floor("; ".join(orders), used) + ". `gapscope compare` prints `order flip:` "
             "only where the "
             "traced order is the other one and each order is outside its noise, else "
-            "`within noise:` (METRICS.md)."))
+            "`flip within noise:` (METRICS.md)."))
     return out
 
 
