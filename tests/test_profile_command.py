@@ -371,3 +371,12 @@ def test_profile_captures_the_example_loop_with_a_real_nsys(tmp_path):
     assert none.returncode == 0, none.stdout + none.stderr
     assert ("the program never called cudaProfilerStart: capturing the whole run again"
             in none.stderr)
+
+
+@pytest.mark.parametrize("option", ["--bogus", "-o"])
+def test_an_unknown_option_is_named_as_one_not_as_a_missing_program(tmp_path, option):
+    result = inproc(tmp_path, "profile", option, "DIR", "--", PY, "-c", "pass")
+    assert result.returncode == 2
+    assert result.stderr == (f"gapscope: error: no such option: {option} (`gapscope profile "
+                             "--help` lists them; the program's command goes after --)\n")
+    assert run_dirs(tmp_path) == []

@@ -7,6 +7,7 @@ run.json merging and every failure path run the same code a GPU machine runs.
 
 import atexit
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -870,3 +871,19 @@ def test_sizes_h200_names_its_stages_on_a_bad_one(tmp_path):
     result = run_script("sizes-h200.sh", make_env(tmp_path), "everything", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == "usage: scripts/sizes-h200.sh peer|rest|sweep\n"
+
+
+def test_an_export_with_launch_calls_but_no_kernel_table_is_one_line(tmp_path):
+    """Its copies alone would make its GPU busy time: refused, not analysed."""
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    db = export_without(tmp_path, "CUPTI_ACTIVITY_KIND_KERNEL")
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    result = CliRunner().invoke(main, ["analyze", str(db)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"gapscope: error: {db}: kernel launch calls but no CUPTI_ACTIVITY_KIND_KERNEL table: the "
+        "export is incomplete; export the .nsys-rep again with `nsys export --type sqlite`\n")
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before

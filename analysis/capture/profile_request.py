@@ -88,6 +88,9 @@ def accept(r: Request) -> Accepted:
     if not range_given and opens_window(cmd, Path.cwd()) is False:
         # Its files open no window: capture all of it at once, not twice.
         capture_range, range_chosen = "all", NO_WINDOW_CALL
+    if cmd[0].startswith("-") and cmd[0] != "-":
+        raise ProfileError(f"no such option: {cmd[0]} (`gapscope profile --help` lists them; the "
+                           "program's command goes after --)", 2)
     if shutil.which(cmd[0]) is None:
         raise ProfileError(f"{cmd[0]}: no such program (the command after --)", 2)
     probe = None

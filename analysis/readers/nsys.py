@@ -103,6 +103,24 @@ def check_tables(path: Path, tables: set) -> list:
 
 
 
+# A kernel launch call: the runtime's and the driver's, any version suffix.
+LAUNCH_CALL_SQL = f"""SELECT 1 FROM {RUNTIME_TABLE} AS r JOIN StringIds AS s ON s.id = r.nameId
+WHERE s.value LIKE 'cudaLaunchKernel%' OR s.value LIKE 'cuLaunchKernel%' LIMIT 1"""
+
+
+def check_kernels(con: sqlite3.Connection, path: Path, tables: set) -> None:
+    """Raises where the export has kernel launch calls but no kernel table (nor graph
+    executions): an export cut short, or a table dropped; its GPU busy time would be its copies
+    alone."""
+    if ("CUPTI_ACTIVITY_KIND_KERNEL" in tables or "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables
+            or RUNTIME_TABLE not in tables):
+        return
+    if con.execute(LAUNCH_CALL_SQL).fetchone():
+        raise TraceError(f"{path}: kernel launch calls but no CUPTI_ACTIVITY_KIND_KERNEL table: "
+                         "the export is incomplete; export the .nsys-rep again with `nsys export "
+                         "--type sqlite`")
+
+
 SCHEMA_VERSION_SQL = "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"
 
 
@@ -232,6 +250,7 @@ def load_trace(path, parallel_min_ops: int = PARALLEL_MIN_OPS) -> Trace:
     try:
         tables = _tables(con)
         kinds = check_tables(path, tables)
+        check_kernels(con, path, tables)
         strings = read_strings(con)
         if RUNTIME_TABLE in tables:
             blocking, graph_launches, api_calls = read_calls(con, strings)
