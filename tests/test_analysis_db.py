@@ -102,6 +102,15 @@ def test_compare_db_errors_are_one_line(two_runs_db, args, message):
     assert result.output == f"gapscope: error: {two_runs_db}: {message}\n"
 
 
+def test_a_sqlite_file_that_is_no_results_database_is_one_line(tmp_path):
+    other = tmp_path / "export.sqlite"
+    shutil.copyfile(RUNS / "static" / "capture.sqlite", other)
+    result = run("compare", "--db", other)
+    assert result.exit_code == 2
+    assert result.output == (f"gapscope: error: {other}: not a gapscope results database (no "
+                             "runs table); write one with --db or `gapscope db add`\n")
+
+
 def test_a_directory_of_runs_is_one_row_a_run_in_100_columns(tmp_path):
     sweep = tmp_path / "sweep"
     names = ["fused", "fused-b2", "graphed", "graphed-sync"]

@@ -245,3 +245,16 @@ def test_the_means_cost_table_reads_the_batch_calls(tmp_path):
         ["the hook's wrapper, traced (NVTX push and pop)", "without nsys", 300.0],
         ["the hook's wrapper, traced (NVTX push and pop)", "under nsys", 650.0],
         ["nsys's own function-trace wrapper (sys.audit), under nsys", "under nsys", 2100.0]]
+
+
+def test_a_long_row_name_is_cut_where_two_rows_that_end_alike_stay_apart():
+    from analysis.render.host import _cut
+
+    assert _cut("MinNewTokensLengthLogitsProcessor.__call__", 34) == (
+        "MinNewTokens…itsProcessor.__call__")
+    assert _cut("RepetitionPenaltyLogitsProcessor.__call__", 34) == (
+        "RepetitionPe…itsProcessor.__call__")
+    assert _cut("GenerationMixin.prepare_inputs_for_generation", 34) == (
+        "….prepare_inputs_for_generation")
+    assert _cut("a_range_name_with_no_dots_that_is_long", 20) == "…o_dots_that_is_long"
+    assert _cut("LogitsProcessorList.__call__", 34) == "LogitsProcessorList.__call__"

@@ -80,6 +80,9 @@ def stored(db_path, where) -> list:
                             "add`")
     try:
         with Database(db_path, read_only=True) as db:
+            if not db.db["runs"].exists():
+                raise GapscopeError(f"{db_path}: not a gapscope results database (no runs "
+                                    "table); write one with --db or `gapscope db add`")
             analyses = db.analyses(where)
     except sqlite3.Error as e:
         raise GapscopeError(f"{db_path}: cannot read the runs ({e})") from None

@@ -23,7 +23,19 @@ def short_row(name: str) -> str:
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+    """The row's name in `width` columns: a long class name cut in its middle, the method kept
+    whole (`MinNewTokens…itsProcessor.__call__`: two processors that end alike stay apart),
+    else the name's end."""
+    if len(text) <= width:
+        return text
+    head, dot, tail = text.rpartition(".")
+    room = width - len(tail) - 2  # the ellipsis and the dot
+    if dot and room >= 8:
+        keep = room // 2
+        return f"{head[:keep]}…{head[len(head) - (room - keep):]}.{tail}"
+    if dot and len(tail) + 2 <= width:  # a long method: its name whole, its class elided
+        return f"….{tail}"
+    return "…" + text[len(text) - width + 1:]
 
 
 def _ms(ns, digits: int = 2) -> str:
@@ -81,8 +93,9 @@ def host_lines(s: dict) -> list:
                      "--table host)")
     if h.get("untraced"):
         u = h["untraced"]
+        runs = f"{u['runs']} run{'s' if u['runs'] != 1 else ''}"
         lines += _wrap(f"{indent}untraced: {ms_from_ns(u['period_ns_mean'])} a step on the host "
-                       f"({u['runs']} runs); the profiler's share of the host time "
+                       f"({runs}); the profiler's share of the host time "
                        f"{pct(u['profiler_share'])}", indent)
     for i, b in enumerate(h.get("bounds", [])[:BOUNDS_SHOWN]):
         label = f"{'  if':<{LABEL_WIDTH}}" if i == 0 else indent

@@ -123,7 +123,8 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
                      f"of the bubble: {share_text(u, 'bubble')}")
         if u.get("period_ns_spread") is not None:
             lines.append(f"                 the profiler's share of the period: "
-                         f"{share_text(u, 'period')} ({u['runs']} untraced runs)")
+                         f"{share_text(u, 'period')} ({u['runs']} untraced "
+                         f"run{'s' if u['runs'] != 1 else ''})")
     elif no_twin:
         lines += textwrap.wrap(f"no twin: {no_twin}", TEXT_WIDTH,
                                initial_indent="  untraced       ",
