@@ -179,3 +179,17 @@ def test_the_twin_survives_the_database_and_does_not_hide_the_bench(tmp_path):
         ("static", 9.43438764, 10136596.5, 30)]
     # compare from the database shows the twin's rows as compare of the traces does.
     assert run("compare", "--db", db).stdout == run("compare", *runs).stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--plot", "{tmp}/no/such/x.png"], "--plot {tmp}/no/such/x.png: no folder {tmp}/no/such to "
+                                        "write it in"),
+    (["--db", "{tmp}/notes.txt"], "--db {tmp}/notes.txt: not a SQLite file (a results database "
+                                  "is one: name a new file, or one `--db` wrote)"),
+])
+def test_a_bad_output_is_one_line_before_any_analysis(tmp_path, args, message):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    result = run("analyze", RUNS / "static", *(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code == 2
+    assert result.output == f"gapscope: error: {message.format(tmp=tmp_path)}\n"
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"

@@ -149,4 +149,7 @@ def test_report_writes_every_run_into_one_timeline_from_its_own_origin(tmp_path)
 def test_a_timeline_that_cannot_be_written_is_one_line(tmp_path, dest):
     path = causes_trace().write(tmp_path / "t.sqlite")
     result = run("analyze", path, "--perfetto", tmp_path / dest)
-    assert result.exit_code == 2 and "cannot write" in result.output
+    # Said before any analysis: one line, the output's option and why.
+    assert result.exit_code == 2
+    assert result.output == (f"gapscope: error: --perfetto {tmp_path / dest}: no folder "
+                             f"{tmp_path / 'missing/dir'} to write it in\n")

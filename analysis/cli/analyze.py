@@ -12,6 +12,7 @@ from ..measures.steps import DEFAULT_STEP_PATTERN
 from ..render import report as report_mod
 from .base import (
     GapscopeError,
+    check_outputs,
     db_option,
     pattern_options,
     perfetto_option,
@@ -66,6 +67,7 @@ def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_patt
         gapscope analyze capture.sqlite --format json
         gapscope analyze traces/<UTC>-static/ --perfetto static.json   # ui.perfetto.dev
     """
+    check_outputs(db_path, plot=plot, perfetto=perfetto)
     with said():
         analyses = api.open(trace, step_pattern, check_pattern, device)
     run = analyses[0].run

@@ -174,6 +174,34 @@ def say_step_notes(label: str, step_pattern: str | None, analyses: list) -> None
         click.echo(f"gapscope: note: {label}: {note}", err=True)
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_outputs(db: str | None = None, **files) -> None:
+    """Each output a command was given, before any work (an analysis of minutes lost to a
+    typo in its last option): its folder exists and is one, the path is no folder, a database
+    that exists is a SQLite file. `files`: the option's name (plot=...) -> its path or None."""
+    import os
+
+    named = {f"--{k.replace('_', '-')}": v for k, v in files.items() if v}
+    if db:
+        named["--db"] = db
+    for option, value in named.items():
+        path = Path(value)
+        folder = path.parent if str(path.parent) else Path(".")
+        if path.is_dir():
+            raise GapscopeError(f"{option} {path}: is a folder; name a file in it")
+        if not folder.is_dir():
+            raise GapscopeError(f"{option} {path}: no folder {folder} to write it in")
+        if not os.access(folder, os.W_OK):
+            raise GapscopeError(f"{option} {path}: cannot write in {folder}")
+    if db and Path(db).is_file():
+        with open(db, "rb") as f:
+            if Path(db).stat().st_size and f.read(16) != SQLITE_HEADER:
+                raise GapscopeError(f"--db {db}: not a SQLite file (a results database is one: "
+                                    "name a new file, or one `--db` wrote)")
+
+
 def write(draw, path: Path) -> None:
     """draw(path), an unwritable path said in one line."""
     try:

@@ -12,7 +12,14 @@ from ..render import report as report_mod
 from ..render.comparison import comparison
 from ..store.database import Database
 from .analyze import timeline, write_perfetto
-from .base import GapscopeError, db_option, pattern_options, perfetto_option, write
+from .base import (
+    GapscopeError,
+    check_outputs,
+    db_option,
+    pattern_options,
+    perfetto_option,
+    write,
+)
 from .db import store_runs
 from .inputs import inputs
 
@@ -46,6 +53,7 @@ def compare(traces, fmt, wide, db_path, where, hardware_plot, step_pattern, chec
     """
     if traces and where:
         raise click.UsageError("--where selects runs of --db; give it without TRACES")
+    check_outputs(db_path if traces else None, hardware_plot=hardware_plot)
     if traces:
         labels, per_run = inputs(traces, step_pattern, check_pattern, device)
         if db_path:
@@ -111,6 +119,7 @@ def report(traces, out_dir, show, perfetto, db_path, step_pattern, check_pattern
         gapscope report traces/*-static/ traces/*-pipelined/ -o out/report
         gapscope report traces/*-fused/ -o out/fused --perfetto out/fused/timeline.json
     """
+    check_outputs(db_path, perfetto=perfetto)
     # The traces are kept for the timeline, and for --show's first line (what made each).
     labels, per_run = inputs(traces, step_pattern, check_pattern, device,
                              keep_trace=bool(perfetto) or show)
