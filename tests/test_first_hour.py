@@ -329,3 +329,22 @@ def test_a_graph_level_and_a_node_level_capture_of_one_configuration_are_not_rep
     rows = json.loads(run("compare", *runs, "--format", "json").stdout)["between_runs"]
     assert [(r["label"], r["runs"]) for r in rows] == [
         ("graphed cuda_graph_trace=graph", 2), ("graphed cuda_graph_trace=node", 1)]
+
+
+def test_matplotlib_gets_a_folder_of_its_own_where_home_cannot_be_written(tmp_path,
+                                                                          monkeypatch):
+    from analysis.render import mpl_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home)}
+    mpl_config.quiet_config_dir(env)
+    assert "MPLCONFIGDIR" not in env  # ~/.config/matplotlib can be made
+    # A HOME nobody may write in (as root, os.access says yes to everything: stood in for).
+    asked = []
+    monkeypatch.setattr(mpl_config.os, "access", lambda p, mode: asked.append(Path(p)) and False)
+    mpl_config.quiet_config_dir(env)
+    assert asked == [home] and Path(env["MPLCONFIGDIR"]).is_dir()
+    kept = {"HOME": str(home), "MPLCONFIGDIR": "/mine"}
+    mpl_config.quiet_config_dir(kept)
+    assert kept["MPLCONFIGDIR"] == "/mine"
