@@ -142,6 +142,9 @@ def _bad_kineto(tmp_path) -> dict:
     files["bad-event"] = tmp_path / "bad-event.json"
     files["bad-event"].write_text(json.dumps({"traceEvents": [
         {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "soon"}]}))
+    files["no-steps"] = tmp_path / "no-steps.json"
+    files["no-steps"].write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1}]}))
     return files
 
 
@@ -152,6 +155,10 @@ BAD_KINETO = {
     "truncated-gzip": "damaged or truncated gzip",
     "truncated-json": "not valid JSON",
     "bad-event": "a malformed trace event",
+    # A kernel and nothing else: the fix is torch.profiler's, not nsys'.
+    "no-steps": "no step ranges, and no launch call of a GPU op recorded to infer steps from; "
+                "record the steps with torch.profiler's prof.step() or record_function('Step N'), "
+                "with ProfilerActivity.CPU and CUDA",
 }
 
 

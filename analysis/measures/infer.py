@@ -117,9 +117,12 @@ def infer_steps(trace) -> tuple:
         found.append(ranges_of(mine, bounds, tid))
         how[int(tid)] = text
     if not reasons and not found:
+        fix = ("record the steps with torch.profiler's prof.step() or record_function('Step N'), "
+               "with ProfilerActivity.CPU and CUDA" if trace.source == "kineto"
+               else "profile with `nsys profile --trace=cuda,nvtx`")
         raise TraceError(
             f"{trace.path}: no step ranges, and no launch call of a GPU op recorded to infer "
-            "steps from; profile with `nsys profile --trace=cuda,nvtx`")
+            f"steps from; {fix}")
     if not found:
         n, tid, text = max(reasons)
         raise TraceError(
