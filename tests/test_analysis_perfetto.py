@@ -153,3 +153,12 @@ def test_a_timeline_that_cannot_be_written_is_one_line(tmp_path, dest):
     assert result.exit_code == 2
     assert result.output == (f"gapscope: error: --perfetto {tmp_path / dest}: no folder "
                              f"{tmp_path / 'missing/dir'} to write it in\n")
+
+
+def test_a_report_writes_its_timeline_into_the_folder_it_makes(tmp_path):
+    """As `make demo` does: -o a folder not there yet, the timeline inside it."""
+    path = causes_trace().write(tmp_path / "t.sqlite")
+    out = tmp_path / "new" / "report"
+    result = run("report", path, "-o", out, "--perfetto", out / "timeline.json")
+    assert result.exit_code == 0, result.output
+    assert (out / "timeline.json").is_file() and (out / "report.md").is_file()

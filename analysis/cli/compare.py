@@ -119,15 +119,16 @@ def report(traces, out_dir, show, perfetto, db_path, step_pattern, check_pattern
         gapscope report traces/*-static/ traces/*-pipelined/ -o out/report
         gapscope report traces/*-fused/ -o out/fused --perfetto out/fused/timeline.json
     """
-    check_outputs(db_path, perfetto=perfetto)
-    # The traces are kept for the timeline, and for --show's first line (what made each).
-    labels, per_run = inputs(traces, step_pattern, check_pattern, device,
-                             keep_trace=bool(perfetto) or show)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GapscopeError(f"{out}: cannot create the directory ({e.strerror or e})") from None
+    # Its own folder made first: a timeline inside it (-o out --perfetto out/t.json) is fine.
+    check_outputs(db_path, perfetto=perfetto)
+    # The traces are kept for the timeline, and for --show's first line (what made each).
+    labels, per_run = inputs(traces, step_pattern, check_pattern, device,
+                             keep_trace=bool(perfetto) or show)
     draw_plots([(label, a, out / f"{slug(label)}-device{a.device}.png",
                  a.run.untraced_ms_per_step())
                 for label, analyses in zip(labels, per_run, strict=True) for a in analyses])
