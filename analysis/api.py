@@ -113,16 +113,26 @@ class Analysis(measured.Analysis):
         return one_step(self.steps, self._needs("ops", "step"), self._needs("gaps", "step"),
                         trace.strings, trace.thread_names, number, thread)
 
+    def _renderable(self, what: str) -> None:
+        """A stored run from a database written before it kept summaries whole has its
+        summary's columns only: too little to render, said in one line."""
+        # Such a summary is the runs row itself (its trace_hash and all): store/database.py.
+        if self.kind == measured.STORED and "trace_hash" in self.summary:
+            raise TraceError(f"{what}: {self.label or 'this run'} was stored before the database "
+                             "kept each summary whole: add its run again (`gapscope db add`)")
+
     def to_text(self) -> str:
         """What `gapscope analyze` prints of this device."""
         from .render.report import to_text
 
+        self._renderable("to_text")
         return to_text(self.label or "run", [self], self.source)
 
     def to_markdown(self) -> str:
         """What `gapscope analyze --format md` prints of this device."""
         from .render.report import to_markdown
 
+        self._renderable("to_markdown")
         return to_markdown(self.label or "run", [self])
 
     def plot(self, path=None):

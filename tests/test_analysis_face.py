@@ -147,3 +147,24 @@ def test_a_run_read_back_from_the_database_renders_as_it_was_analysed(tmp_path):
     assert first.endswith("96 steps, read from a results database")
     assert rest == fresh.to_text().splitlines()[1:]
     assert "| GenerationMixin.generate call 2 |" in stored.to_markdown()
+
+
+def test_a_run_stored_before_the_summary_was_kept_whole_is_one_line(tmp_path):
+    import sqlite3
+
+    run = ROOT / "tests/data/runs/static"
+    with analysis.Database(tmp_path / "old.db") as db:
+        db.add([analysis.load(run)])
+    with sqlite3.connect(tmp_path / "old.db") as con:  # as an older gapscope wrote it
+        con.execute("ALTER TABLE runs DROP COLUMN summary_json")
+    with analysis.Database(tmp_path / "old.db", read_only=True) as db:
+        (stored,) = db.analyses()
+    with pytest.raises(TraceError, match=r"^to_text: static was stored before the database kept "
+                                         r"each summary whole: add its run again"):
+        stored.to_text()
+    metrics = ROOT / "tests/data/runs/fused-metrics"
+    with analysis.Database(tmp_path / "new.db") as db:
+        db.add([analysis.load(metrics)])
+    with analysis.Database(tmp_path / "new.db", read_only=True) as db:
+        (stored,) = db.analyses()
+    assert "GPU metrics only" in stored.to_text() and "GPU metrics only" in stored.to_markdown()

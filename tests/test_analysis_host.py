@@ -248,13 +248,16 @@ def test_the_means_cost_table_reads_the_batch_calls(tmp_path):
 
 
 def test_a_long_row_name_is_cut_where_two_rows_that_end_alike_stay_apart():
-    from analysis.render.host import _cut
+    from analysis.render.host import cut_row as _cut
 
     assert _cut("MinNewTokensLengthLogitsProcessor.__call__", 34) == (
         "MinNewTokens…itsProcessor.__call__")
     assert _cut("RepetitionPenaltyLogitsProcessor.__call__", 34) == (
         "RepetitionPe…itsProcessor.__call__")
     assert _cut("GenerationMixin.prepare_inputs_for_generation", 34) == (
-        "….prepare_inputs_for_generation")
+        "…xin.prepare_inputs_for_generation")
+    # Two classes' long method stay apart by their classes' ends.
+    assert _cut("LlamaForCausalLM.prepare_inputs_for_generation", 34) == (
+        "…lLM.prepare_inputs_for_generation")
     assert _cut("a_range_name_with_no_dots_that_is_long", 20) == "…o_dots_that_is_long"
     assert _cut("LogitsProcessorList.__call__", 34) == "LogitsProcessorList.__call__"

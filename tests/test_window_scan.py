@@ -28,3 +28,28 @@ def test_what_it_cannot_read_is_not_known(tmp_path):
     assert opens_window((PY, "-c", "pass"), tmp_path) is None
     assert opens_window((PY, "missing.py"), tmp_path) is None
     assert opens_window((PY, "-u", "main.py"), tmp_path) is False
+
+
+def test_a_window_in_a_module_imported_inside_a_function_or_by_other_bindings_is_found(tmp_path):
+    (tmp_path / "main.py").write_text("def main():\n    import later\n    later.go()\nmain()\n")
+    (tmp_path / "later.py").write_text("def go():\n    pass\n")
+    assert opens_window((PY, "main.py"), tmp_path) is False
+    for call in ("cupy.cuda.runtime.profilerStart()", "numba.cuda.profile_start()",
+                 "pycuda.driver.start_profiler()", "from torch.cuda import profiler as p"):
+        (tmp_path / "later.py").write_text(f"def go():\n    {call}\n")
+        assert opens_window((PY, "main.py"), tmp_path) is True, call
+
+
+def test_code_the_scan_cannot_follow_leaves_it_unknown(tmp_path):
+    (tmp_path / "main.py").write_text("pass\n")
+    for line in ("import sys; sys.path.insert(0, '..')", "import importlib",
+                 "import subprocess", "exec(open('x.py').read())"):
+        (tmp_path / "main.py").write_text(line + "\n")
+        assert opens_window((PY, "main.py"), tmp_path) is None, line
+    # A folder too large to read: unknown.
+    (tmp_path / "main.py").write_text("pass\n")
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(401):
+        (many / f"m{i}.py").write_text("")
+    assert opens_window((PY, "main.py"), tmp_path) is None

@@ -58,6 +58,7 @@ from ..capture.profile_steps import (
     no_capture_message,
 )
 from ..capture.profile_twin import last_message, no_twin_reason, note, untraced_twin
+from ..render.mpl_config import without_own_config_dir
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def run_profile(r: Request) -> Captured:
         sf.write_config(functions_file, traced)
     trace = "cuda,nvtx,osrt" if r.osrt else "cuda,nvtx"
     sync_lines = not r.no_sync_lines and hook.available()
-    env = dict(os.environ) | {"GAPSCOPE_RUN_DIR": str(run)}
+    env = without_own_config_dir(dict(os.environ)) | {"GAPSCOPE_RUN_DIR": str(run)}
     host = host_variables(r, ok, run, traced)
     if sync_lines:
         host["GAPSCOPE_SYNC_MARKS"] = "1"

@@ -13,6 +13,7 @@ from ..errors import TraceError
 from ..measures.steps import INFER, step_ranges
 from ..measures.twin_keys import thread_key
 from ..readers import load_trace
+from ..render.mpl_config import without_own_config_dir
 
 # Lines nsys itself prints, skipped when naming the program's last message.
 NSYS_CHATTER = re.compile(r"^\s*$|^\s+/|^(Generated|Generating|Collecting data|Capture range|"
@@ -96,7 +97,8 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
         directory = run / hook.TWIN_DIR / str(k)
         note(f"untraced twin {k}/{runs} (no nsys; its output in {directory}/program.log)"
              + (" with the host table's timing" if k == host_run else ""))
-        env = dict(os.environ) | ((extra_env or {}) if k == host_run else {})
+        env = (without_own_config_dir(dict(os.environ))
+               | ((extra_env or {}) if k == host_run else {}))
         rc = hook.run_twin(cmd, directory, steps, env)
         if rc != 0:
             note(f"warning: no untraced twin: its run {k} failed with exit code {rc}: "

@@ -1,35 +1,74 @@
 """Whether a program can open a capture window of its own, read from its source (not run): the
-script and its own modules, import by import (host_functions.own_modules). A program whose
-files call no cudaProfilerStart is captured whole at once, not tried first with
-`--capture-range=cudaProfilerApi` and run again (PROFILING.md, `--range`)."""
+script and every Python file under its folder (its own modules, imported at the top, inside a
+function or by name). A program whose files call no cudaProfilerStart is captured whole at once,
+not tried first with `--capture-range=cudaProfilerApi` and run again (PROFILING.md, `--range`).
+
+Where the scan cannot see all of the program's own code, it says nothing (None: the window is
+tried first, as before): a command that is not `python SCRIPT` / `python -m MODULE`, a folder of
+more than MAX_FILES Python files, code that changes sys.path or loads code by other means
+(importlib, runpy, exec, a subprocess). A window opened inside an installed library is not seen:
+`--range cudaProfilerApi` asks for the window whatever the scan says."""
 
 import re
 from pathlib import Path
 
-from ..capture.host_functions import _script_root, own_modules
+from ..capture.host_functions import _script_root
 
-# What opens a window: the CUDA runtime's call by any binding, torch's profiler module (its
-# start() and profile()), and gapscope's own marks (harness.profiling).
-WINDOW_CALLS = re.compile(r"cudaProfilerStart|cuProfilerStart|cuda\.profiler|profiler\.start\b"
-                          r"|profiler\.profile\b|harness\.profiling|harness import profiling")
+# What opens a window: the CUDA runtime's and driver's calls by any binding (torch.cuda.cudart,
+# cuda-python, cupy's profilerStart, numba's profile_start, pycuda's start_profiler), torch's
+# profiler module (its start() and profile()), gapscope's own marks, a program that speaks of nsys.
+WINDOW_CALLS = re.compile(
+    r"cudaProfilerStart|cuProfilerStart|profilerStart|profile_start|start_profiler"
+    r"|cuda\.profiler|cuda import profiler|profiler\.start\b|profiler\.profile\b"
+    r"|harness\.profiling|harness import profiling|\bnsys\b")
+# Code the scan cannot follow: another folder on the path, code loaded by name or run apart.
+UNSEEN_CODE = re.compile(r"sys\.path\s*(?:\.\s*(?:insert|append|extend)|\+=|=)|\bimportlib\b"
+                         r"|\brunpy\b|\bexec\s*\(|\bsubprocess\b|\bos\.system\b|__import__")
 PYTHON = re.compile(r"python[0-9.]*")
+MAX_FILES = 400
+SKIP_DIRS = {".git", ".venv", "venv", "env", "__pycache__", "node_modules", "site-packages",
+             "build", "dist", ".tox", ".mypy_cache", ".pytest_cache"}
+
+
+def program_files(root: Path) -> list | None:
+    """Every .py under root (hidden folders and environments left out), None past MAX_FILES."""
+    found = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir():
+                if entry.name not in SKIP_DIRS and not entry.name.startswith("."):
+                    stack.append(entry)
+            elif entry.suffix == ".py":
+                found.append(entry)
+                if len(found) > MAX_FILES:
+                    return None
+    return found
 
 
 def opens_window(cmd: tuple, cwd: Path) -> bool | None:
-    """True where the program's own files name a window call, False where none does, None
-    where the command is not `python SCRIPT` or `python -m MODULE` with its file readable
-    (nothing known: the window is tried first, as before)."""
+    """True where the program's files name a window call, False where none does and the scan
+    saw all of its own code, None where it cannot tell (module docstring)."""
     if not cmd or not PYTHON.fullmatch(Path(cmd[0]).name):
         return None
-    _, first = _script_root(tuple(cmd), Path(cwd))
+    root, first = _script_root(tuple(cmd), Path(cwd))
     if first is None or not first[0].is_file():
         return None
-    files = [first[0], *(path for _, path in own_modules(tuple(cmd), Path(cwd)))]
-    for path in files:
+    files = program_files(Path(root))
+    if files is None:
+        return None
+    unseen = False
+    for path in dict.fromkeys([first[0], *files]):
         try:
             text = path.read_text(errors="replace")
         except OSError:
             return None
         if WINDOW_CALLS.search(text):
             return True
-    return False
+        unseen = unseen or bool(UNSEEN_CODE.search(text))
+    return None if unseen else False

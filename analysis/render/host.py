@@ -22,7 +22,7 @@ def short_row(name: str) -> str:
     return ".".join(parts[-2:])
 
 
-def _cut(text: str, width: int) -> str:
+def cut_row(text: str, width: int) -> str:
     """The row's name in `width` columns: a long class name cut in its middle, the method kept
     whole (`MinNewTokens…itsProcessor.__call__`: two processors that end alike stay apart),
     else the name's end."""
@@ -33,8 +33,8 @@ def _cut(text: str, width: int) -> str:
     if dot and room >= 8:
         keep = room // 2
         return f"{head[:keep]}…{head[len(head) - (room - keep):]}.{tail}"
-    if dot and len(tail) + 2 <= width:  # a long method: its name whole, its class elided
-        return f"….{tail}"
+    if dot and room >= 1:  # a long method: its name whole, the end of its class before it
+        return f"…{head[len(head) - room:]}.{tail}"
     return "…" + text[len(text) - width + 1:]
 
 
@@ -84,7 +84,7 @@ def host_lines(s: dict) -> list:
                  f"{'cuda':>6} {'sync':>6} {'share':>6}"
                  + ("  untraced (profiler)" if twin else ""))
     for row in h["rows"][:TEXT_ROWS]:
-        lines.append(f"    {_cut(short_row(row['name']), NAME_WIDTH):<{NAME_WIDTH}} "
+        lines.append(f"    {cut_row(short_row(row['name']), NAME_WIDTH):<{NAME_WIDTH}} "
                      f"{_ms(row['ns']):>6} {_ms(row['python_ns']):>6} {_ms(row['cuda_ns']):>6} "
                      f"{_ms(row['sync_ns']):>6} {row['share']:>6.1%}"
                      + (f"  {untraced_cell(row)}" if twin else ""))

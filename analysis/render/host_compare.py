@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from ..render.host import short_row
+from ..render.host import cut_row, short_row
 from ..render.markdown import md_table
 from ..render.text import TEXT_WIDTH
 
@@ -84,7 +84,7 @@ def to_text(table: pd.DataFrame) -> str:
                  + "".join(f"  {str(c):>{widths[i - 1]}}" for c, i in zip(cols, g, strict=True))]
         for k in range(len(table)):
             first = str(table.iloc[k, 0])
-            first = first if len(first) <= FIRST_WIDTH else "…" + first[-FIRST_WIDTH + 1:]
+            first = cut_row(first, FIRST_WIDTH)
             lines.append(first.ljust(FIRST_WIDTH) + "".join(
                 f"  {str(table.iloc[k, i]):>{widths[i - 1]}}" for i in g))
         out.append("\n".join(lines))

@@ -4,7 +4,6 @@ the per-step tables, each a Markdown table; `md_table` is the one Markdown table
 
 import pandas as pd
 
-from ..measures.analysis import METRICS
 from ..measures.summary import CAUSES, LEDGER
 from ..render.palette import LEDGER_WORDS
 from ..render.text import (
@@ -134,7 +133,7 @@ def _step_cells(steps: pd.DataFrame, c: str) -> list:
 def md_steps(a) -> str:
     """The per-step tables the run has columns for; a metrics-only capture has its host step
     time and metrics."""
-    tables = ((HOST_STEPS, METRIC_STEPS) if a.kind == METRICS
+    tables = ((HOST_STEPS, METRIC_STEPS) if not a.traced
               else (GPU_STEPS, TWIN_STEPS, METRIC_STEPS))
     threads = () if by_thread(a.steps).empty else ("thread",)
     parts = []
@@ -202,7 +201,7 @@ def to_markdown(label: str, analyses: list, more=None) -> str:
     table)."""
     parts = [f"## {label}"]
     for a in analyses:
-        if a.kind == METRICS:
+        if not a.traced:
             parts += ["GPU metrics only (no CUDA trace): no gap analysis.", md_metrics(a),
                       md_floor(a), md_steps(a)]
         else:

@@ -14,9 +14,14 @@ def default_config_dir(environ) -> Path:
     return Path(base) / "matplotlib"
 
 
+PREFIX = "gapscope-mpl-"
+
+
 def quiet_config_dir(environ) -> None:
-    """Sets MPLCONFIGDIR to a temporary folder where it is unset and matplotlib's default one
-    neither is writable nor can be made."""
+    """Sets MPLCONFIGDIR to a temporary folder, removed at exit, where it is unset and
+    matplotlib's default one neither is writable nor can be made. Called as the figure modules
+    import matplotlib (render/mpl.py), never before: a command that draws nothing leaves the
+    environment as it was."""
     if environ.get("MPLCONFIGDIR"):
         return
     folder = default_config_dir(environ)
@@ -25,4 +30,17 @@ def quiet_config_dir(environ) -> None:
         probe = probe.parent
     if os.access(probe, os.W_OK):
         return
-    environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="gapscope-mpl-")
+    import atexit
+    import shutil
+
+    made = tempfile.mkdtemp(prefix=PREFIX)
+    atexit.register(shutil.rmtree, made, True)
+    environ["MPLCONFIGDIR"] = made
+
+
+def without_own_config_dir(environ: dict) -> dict:
+    """The environment for a program gapscope runs: without the temporary folder above."""
+    value = environ.get("MPLCONFIGDIR", "")
+    if Path(value).name.startswith(PREFIX):
+        return {k: v for k, v in environ.items() if k != "MPLCONFIGDIR"}
+    return environ

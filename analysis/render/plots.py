@@ -7,12 +7,10 @@ module and report draw or print. Every colour and word is analysis/render/palett
 quantity, in every figure.
 """
 
-import matplotlib.ticker
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ..measures.summary import CAUSES
+from ..render.mpl import Figure, FigureCanvasAgg, ticker
 from ..render.palette import (
     BUSY,
     BUSY_COLOUR,
@@ -180,9 +178,9 @@ def draw_gap_histogram(ax, a) -> None:
     # Plain numbers at 1, 2, 5 of each decade where the lengths span few decades (one label
     # alone reads as no scale), at the powers of ten where they span many.
     few = np.log10(edges[-1] / edges[0]) < 3
-    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5) if few else (1,)))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1, 2, 5) if few else (1,)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel(f"gap length (µs), {len(gaps)} gaps")
     ax.set_ylabel("idle ms per step, in the bin")
     ax.set_title("where the idle time is: gaps by length, by the time they hold", pad=22,

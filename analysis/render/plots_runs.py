@@ -5,8 +5,8 @@ canvas of its own, palette.py's colours and words).
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
+from ..render.mpl import Figure
 from ..render.palette import (
     FLOOR,
     FLOOR_COLOUR,

@@ -7,7 +7,6 @@ import textwrap
 
 import pandas as pd
 
-from ..measures.analysis import METRICS
 from ..measures.calls import SHOWN as SHOWN_CALLS
 from ..measures.summary import CAUSES, LEDGER, by_thread
 from ..measures.syncs import UNKNOWN
@@ -231,7 +230,7 @@ def to_text(label: str, analyses: list, schema: str, more=None) -> str:
     """`more(a)`: lines to add under a traced analysis' own (render/report.py: the host table)."""
     return fit_width("\n\n".join(
         metrics_text_summary(label, a.summary, schema, a.steps)
-        if a.kind == METRICS
+        if not a.traced
         else "\n".join([text_summary(label, a.summary, schema, a.steps, no_twin_why(a)),
                         *sync_lines(a.syncs, a.summary["steps"]),
                         *(more(a) if more else [])])
