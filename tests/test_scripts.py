@@ -884,6 +884,7 @@ def test_an_export_with_launch_calls_but_no_kernel_table_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["analyze", str(db)])
     assert result.exit_code == 2
     assert result.stderr == (
-        f"gapscope: error: {db}: kernel launch calls but no CUPTI_ACTIVITY_KIND_KERNEL table: the "
-        "export is incomplete; export the .nsys-rep again with `nsys export --type sqlite`\n")
+        f"gapscope: error: {db}: kernel launch calls but no CUPTI_ACTIVITY_KIND_KERNEL table: no "
+        "kernel ran (the launches failed, or were captured into a graph never replayed), or the "
+        "export is incomplete: export the .nsys-rep again with `nsys export --type sqlite`\n")
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before

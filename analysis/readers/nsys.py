@@ -117,8 +117,9 @@ def check_kernels(con: sqlite3.Connection, path: Path, tables: set) -> None:
         return
     if con.execute(LAUNCH_CALL_SQL).fetchone():
         raise TraceError(f"{path}: kernel launch calls but no CUPTI_ACTIVITY_KIND_KERNEL table: "
-                         "the export is incomplete; export the .nsys-rep again with `nsys export "
-                         "--type sqlite`")
+                         "no kernel ran (the launches failed, or were captured into a graph never "
+                         "replayed), or the export is incomplete: export the .nsys-rep again "
+                         "with `nsys export --type sqlite`")
 
 
 SCHEMA_VERSION_SQL = "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_SCHEMA_VERSION'"
