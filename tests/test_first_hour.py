@@ -348,3 +348,18 @@ def test_matplotlib_gets_a_folder_of_its_own_where_home_cannot_be_written(tmp_pa
     kept = {"HOME": str(home), "MPLCONFIGDIR": "/mine"}
     mpl_config.quiet_config_dir(kept)
     assert kept["MPLCONFIGDIR"] == "/mine"
+
+
+def test_a_folder_of_run_directories_given_to_analyze_points_at_compare(tmp_path):
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    for name in ("a", "b"):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "capture.sqlite").write_bytes(b"")
+    result = CliRunner().invoke(main, ["analyze", str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"gapscope: error: {tmp_path / 'runs'}: a folder of 2 run directories (a, ...), not one: "
+        f"analyse one of them, or compare them all with `gapscope compare {tmp_path / 'runs'}`\n")

@@ -85,6 +85,12 @@ def find_trace(directory: Path) -> Path:
                                               f"`{command}`")
         )
     what = f"{len(found)} .sqlite files" if found else "no .sqlite file"
+    runs = [d for d in sorted(directory.iterdir()) if d.is_dir() and trace_in(d) is not None] \
+        if not found else []
+    if runs:
+        raise TraceError(
+            f"{directory}: a folder of {len(runs)} run directories ({runs[0].name}, ...), not "
+            f"one: analyse one of them, or compare them all with `gapscope compare {directory}`")
     raise TraceError(
         f"{directory}: a run directory needs {TRACE_NAME} ({what} there) or {KINETO_NAMES[0]}; "
         "pass a .sqlite export, a torch.profiler trace or a run directory made by `gapscope "
