@@ -125,7 +125,7 @@ def base_model_forwards(root: Path) -> list:
     return found
 
 
-def _script_root(cmd: tuple, cwd: Path) -> tuple:
+def script_root(cmd: tuple, cwd: Path) -> tuple:
     """(the folder the program's own modules are found under, the first module to read: its
     file and its dotted name, None for the script itself) for `python [opts] script|-m mod`."""
     args = list(cmd[1:])
@@ -186,7 +186,7 @@ def _imports(tree: ast.Module, name: str | None, is_package: bool) -> set:
 def own_modules(cmd: tuple, cwd: Path) -> list:
     """[(dotted name, file)] of the program's own modules, import by import from its script
     (or `-m` module) within its folder, the script itself (`__main__`) left out."""
-    root, first = _script_root(cmd, Path(cwd))
+    root, first = script_root(cmd, Path(cwd))
     if first is None or not first[0].is_file():
         return []
     queue = [(first[0], first[1], True)]

@@ -12,7 +12,7 @@ more than MAX_FILES Python files, code that changes sys.path or loads code by ot
 import re
 from pathlib import Path
 
-from ..capture.host_functions import _script_root
+from ..capture.host_functions import script_root
 
 # What opens a window: the CUDA runtime's and driver's calls by any binding (torch.cuda.cudart,
 # cuda-python, cupy's profilerStart, numba's profile_start, pycuda's start_profiler), torch's
@@ -56,7 +56,7 @@ def opens_window(cmd: tuple, cwd: Path) -> bool | None:
     saw all of its own code, None where it cannot tell (module docstring)."""
     if not cmd or not PYTHON.fullmatch(Path(cmd[0]).name):
         return None
-    root, first = _script_root(tuple(cmd), Path(cwd))
+    root, first = script_root(tuple(cmd), Path(cwd))
     if first is None or not first[0].is_file():
         return None
     files = program_files(Path(root))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..measures.stats import median
+from ..measures.steps import outermost
 
 # A range is a call of the loop when its name is `generate` or ends in `.generate` (transformers'
 # GenerationMixin.generate, as `gapscope profile` traces it; a program's own `generate`).
@@ -17,26 +18,12 @@ CALL_RANGE = re.compile(r"(?:^|\.)generate$")
 SHOWN = 4
 
 
-def outermost(ranges: pd.DataFrame) -> pd.DataFrame:
-    """The ranges not inside another of them on the same thread (nsys wraps a traced function
-    again where a finder hands it on: a range just inside one of its own name)."""
-    keep = []
-    for _, group in ranges.sort_values(["tid", "start", "end"], ascending=[True, True, False],
-                                       kind="stable").groupby("tid", sort=False):
-        end = None
-        for i, row in zip(group.index, group.itertuples(index=False), strict=True):
-            if end is not None and row.end <= end:
-                continue
-            keep.append(i)
-            end = row.end
-    return ranges.loc[keep].sort_values("start", kind="stable")
-
-
 def call_ranges(ranges: pd.DataFrame) -> pd.DataFrame:
     """The outermost ranges named as CALL_RANGE (start, end, tid, name), in time order."""
     if ranges.empty:
         return ranges
-    return outermost(ranges[ranges["name"].astype(str).str.contains(CALL_RANGE)])
+    named = ranges[ranges["name"].astype(str).str.contains(CALL_RANGE)]
+    return outermost(named).sort_values("start", kind="stable")
 
 
 def step_calls(calls: pd.DataFrame, cpu_start: np.ndarray, tid: np.ndarray) -> np.ndarray:

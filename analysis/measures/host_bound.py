@@ -31,6 +31,13 @@ FORWARD_GRAPH = "forward as one CUDA graph"
 FORWARD_PYTHON = "forward's Python gone, its launches kept"
 
 
+def limits(busy, remaining, host):
+    """(step, lower, upper) of the module docstring, for arrays a step or single figures."""
+    step = np.maximum(host, busy)
+    lower = np.maximum(busy, remaining)
+    return step, lower, np.maximum(np.minimum(busy + remaining, step), lower)
+
+
 def scenarios(per_step: pd.DataFrame, rows: pd.DataFrame) -> list:
     """[(name, removed ns a step, added ns a step)], each an array over per_step's rows: the
     forward replayed as one graph, the forward's Python gone (what compiling it without graphs
@@ -68,12 +75,9 @@ def bounds(per_step: pd.DataFrame, rows: pd.DataFrame, busy_ns: np.ndarray) -> p
     busy = np.nan_to_num(np.asarray(busy_ns, dtype=np.float64))
     work = (per_step["host_period_ns"] - per_step["sync_ns"]).to_numpy(dtype=np.float64)
     host = per_step["host_period_ns"].to_numpy(dtype=np.float64)
-    step = np.maximum(host, busy)
     out = []
     for name, removed, added in scenarios(per_step, rows):
-        remaining = np.maximum(work - removed + added, 0)
-        lower = np.maximum(busy, remaining)
-        upper = np.maximum(np.minimum(busy + remaining, step), lower)
+        step, lower, upper = limits(busy, np.maximum(work - removed + added, 0), host)
         lo, hi, measured = median(lower), median(upper), median(step)
         out.append({"scenario": name, "removed_ns": median(removed), "lower_ns": lo,
                     "upper_ns": hi, "host_period_ns": median(host), "busy_ns": median(busy),

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..measures.analysis import Analysis
 from ..measures.host import OTHER, OUTLIER, row_name
-from ..measures.host_bound import FORWARD_GRAPH, FORWARD_PYTHON, GRAPH_LAUNCH_NS
+from ..measures.host_bound import FORWARD_GRAPH, FORWARD_PYTHON, GRAPH_LAUNCH_NS, limits
 from ..measures.stats import median
 from ..measures.untraced import share
 from ..readers.untraced import UntracedSteps
@@ -105,9 +105,6 @@ def untraced_bound(b: dict, rows: list, period: float | None) -> dict:
         removed = sum(r["untraced_ns"] * (r["python_ns"] + r["cuda_ns"]) / r["ns"] for r in mine)
         added = 0
     busy = b["busy_ns"] or 0
-    remaining = max(period - sync - removed + added, 0)
-    step = max(period, busy)
-    lower = max(busy, remaining)
-    upper = max(min(busy + remaining, step), lower)
-    return {"untraced_lower_ns": lower, "untraced_upper_ns": upper,
-            "untraced_host_period_ns": period, "untraced_step_ns": step}
+    step, lower, upper = limits(busy, max(period - sync - removed + added, 0), period)
+    return {"untraced_lower_ns": float(lower), "untraced_upper_ns": float(upper),
+            "untraced_host_period_ns": period, "untraced_step_ns": float(step)}
