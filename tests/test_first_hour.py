@@ -363,3 +363,17 @@ def test_a_folder_of_run_directories_given_to_analyze_points_at_compare(tmp_path
     assert result.stderr == (
         f"gapscope: error: {tmp_path / 'runs'}: a folder of 2 run directories (a, ...), not one: "
         f"analyse one of them, or compare them all with `gapscope compare {tmp_path / 'runs'}`\n")
+
+
+def test_the_figures_name_function_steps_by_class_method_and_number():
+    import pandas as pd
+
+    from analysis.render.plots_timeline import step_labels, title_lines
+
+    f = "transformers.models.llama.modeling_llama.LlamaForCausalLM.forward"
+    assert step_labels(pd.DataFrame({"name": [f, f], "step": [47, 48]})) == [
+        "LlamaForCausalLM.forward 47", "LlamaForCausalLM.forward 48"]
+    # NVTX steps name themselves.
+    assert step_labels(pd.DataFrame({"name": ["Step 3", "Step 4"], "step": [3, 4]})) == [
+        "Step 3", "Step 4"]
+    assert title_lines("word " * 40).count("\n") == 1

@@ -11,6 +11,7 @@ and the zoom draws the ops around the bubble between two steps, where they are w
 """
 
 import numpy as np
+import pandas as pd
 
 from ..measures.intervals import Coverage
 from ..measures.summary import CAUSES
@@ -62,6 +63,29 @@ def _spans(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple:
     return inside, np.maximum(start, lo)[inside], np.minimum(end, hi)[inside]
 
 
+# A panel title's characters a line at fontsize 10 across the figure's width.
+TITLE_CHARS = 130
+
+
+def title_lines(text: str) -> str:
+    """A panel's title in lines that fit the figure's width (a long step name makes it long)."""
+    import textwrap
+
+    return textwrap.fill(text, TITLE_CHARS)
+
+
+def step_labels(steps) -> list:
+    """Each step as the figures name it: its range's name, a traced function's as Class.method
+    (render/host.py, short_row), with its number where the names repeat (every call of one
+    function is a step of the same name)."""
+    from ..render.host import short_row
+
+    names = [short_row(n) for n in steps["name"].astype(str)]
+    if len(set(names)) < len(names):
+        names = [f"{n} {s}" for n, s in zip(names, steps["step"], strict=True)]
+    return names
+
+
 def draw_step_rows(ax, steps, lo: int, hi: int, scale: float, gpu_y: float, host_y: float,
                    height: float) -> None:
     """Every step overlapping [lo, hi], clipped to it, in two rows: its GPU span at gpu_y and
@@ -69,7 +93,7 @@ def draw_step_rows(ax, steps, lo: int, hi: int, scale: float, gpu_y: float, host
     overlap (a pipelined loop) share the row in lanes. x in units of `scale` ns from lo."""
     from ..render.perfetto import lanes
 
-    names = steps["name"].astype(str).to_numpy()
+    names = np.array(step_labels(steps), dtype=object)
     width = hi - lo
     rows = ((steps["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan),
              steps["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan), gpu_y),
@@ -185,11 +209,11 @@ def draw_overview(ax, a, zoom: tuple | None = None) -> None:
     ax.set_yticks([0, 0.5, 1, GPU_ROW_Y + ROW_HEIGHT / 2, HOST_ROW_Y + ROW_HEIGHT / 2],
                   ["0%", "50%", "100%", gpu_row(a), step_row(a)], fontsize=8)
     ax.set_xlabel("ms")
-    names = chosen["name"].astype(str).tolist()
+    names = step_labels(chosen)
     which = names[0] if len(names) == 1 else f"{names[0]} to {names[-1]}"
-    ax.set_title(f"{which}{of_thread(a.steps)}, binned to {len(width)} columns: the share of "
-                 "each column's time the GPU was busy, or idle by the cause of its gap", pad=22,
-                 fontsize=10)
+    ax.set_title(title_lines(f"{which}{of_thread(a.steps)}, binned to {len(width)} columns: the "
+                             "share of each column's time the GPU was busy, or idle by the cause "
+                             "of its gap"), pad=22, fontsize=10)
     legend_above(ax)
 
 
@@ -255,9 +279,10 @@ def draw_zoom(ax, a, window: tuple) -> None:
     ax.set_ylim(0, top + 2)
     ax.set_xlim(0, (hi - lo) / 1e3)
     ax.set_xlabel("µs")
-    ax.set_title(f"zoom: the last ops of {before['name']} and the first of {after['name']} on "
-                 f"the GPU{of_thread(a.steps)}, the bubble between them; gaps shaded by cause",
-                 pad=22, fontsize=10)
+    first, second = step_labels(pd.DataFrame([before, after]))
+    ax.set_title(title_lines(f"zoom: the last ops of {first} and the first of {second} on the "
+                             f"GPU{of_thread(a.steps)}, the bubble between them; gaps shaded by "
+                             "cause"), pad=22, fontsize=10)
     legend_above(ax)
 
 
