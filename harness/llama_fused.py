@@ -12,8 +12,12 @@ written), and one kernel that picks the greedy token from them and does the step
 With the embedding that is 5 L + 3 kernels a step, none of them a split-K reduction or a memset.
 The GEMVs read the model's own weights; only `graphed`'s joined QKV copy is used (one GEMV).
 Where llama_ops.GEMV_TUNED sends a projection to cuBLAS (at Llama-3-8B's width: QKV and gate/up,
-which cuBLAS reads faster), it runs as on the cuBLAS path below, and where it gives a split-K
-launch (8B's o and down) the GEMV is two kernels: at 8B, 10 kernels a layer.
+which cuBLAS reads faster) and gives a split-K launch (8B's o and down: a second kernel adds the
+slices), the kernels that would sit between them are folded into their neighbours: the split
+sum adds the residual and makes the RMSNorm of the new x that the next cuBLAS GEMM reads, and
+the down GEMV makes silu(gate) * up from the gate/up GEMM's output in its prologue. At 8B a
+layer is QKV (cuBLAS), attention, o and its sum with the norm, gate/up (cuBLAS), down and its
+sum with the next norm: 7 kernels (10 with a norm and activation kernel of their own).
 
 More rows: cuBLAS GEMMs (joined QKV, joined gate/up) between the same attention kernel, a Triton
 silu(gate) * up and torch's one-kernel RMSNorm: 8 kernels a layer.
@@ -60,28 +64,33 @@ def fused_llama_step(model, kv: dict, st: dict) -> torch.Tensor:
     m = model.model
     pos = st["pos"]
     x = m.embed_tokens(st["token"][:, 0])  # [B, C]: the residual stream, updated in place
+    h = None  # rms(x) by the norm ahead, where the last kernel made it (a split GEMV's sum)
     for layer, block in enumerate(m.layers):
         attn, mlp = block.self_attn, block.mlp
         w_qkv, b_qkv = kv["qkv"][layer]
         if _triton(kv, "norm", w_qkv):
             qkv, b_qkv = norm_linear(x, _norm(block.input_layernorm), w_qkv, b_qkv), None
         else:
-            qkv = _rms(block.input_layernorm, x) @ w_qkv.t()  # its bias: in the attention kernel
+            qkv = _normed(h, block.input_layernorm, x) @ w_qkv.t()  # bias: in the attention
         y = rope_attention(qkv, b_qkv, kv["cos"], kv["sin"], kv["k"][layer], kv["v"][layer], pos,
                            kv["heads"], kv["kv_heads"], attn.scaling)  # [B, H D]
-        _residual(kv, y, attn.o_proj, x)
-        if _triton(kv, "glu", mlp.gate_proj.weight):
+        glu_triton = _triton(kv, "glu", mlp.gate_proj.weight)
+        h = _residual(kv, y, attn.o_proj, x,
+                      None if glu_triton else block.post_attention_layernorm)
+        if glu_triton:
             g = norm_glu(x, _norm(block.post_attention_layernorm), mlp.gate_proj.weight,
                          mlp.up_proj.weight, mlp.gate_proj.bias, mlp.up_proj.bias)
+            h = _residual(kv, g, mlp.down_proj, x, _norm_ahead(model, kv, layer))
         else:
             w_gu, b_gu = kv["gate_up"][layer]
-            g = silu_mul(_rms(block.post_attention_layernorm, x) @ w_gu.t(), b_gu)
-        _residual(kv, g, mlp.down_proj, x)
+            gu = _normed(h, block.post_attention_layernorm, x) @ w_gu.t()
+            h = _residual(kv, gu, mlp.down_proj, x, _norm_ahead(model, kv, layer), gate_up=True,
+                          gate_up_bias=b_gu)
     head = model.lm_head
     if _triton(kv, "argmax", head.weight):
         pmax, pidx = norm_argmax(x, _norm(m.norm), head.weight, head.bias)
     else:
-        pmax, pidx = F.linear(_rms(m.norm, x), head.weight, head.bias).max(-1, keepdim=True)
+        pmax, pidx = F.linear(_normed(h, m.norm, x), head.weight, head.bias).max(-1, keepdim=True)
     return advance_partials(st, pmax, pidx, kv["flag"])
 
 
@@ -94,16 +103,39 @@ def _norm(norm) -> tuple:
     return norm.weight, norm.variance_epsilon
 
 
+def _norm_ahead(model, kv: dict, layer: int):
+    """The norm in front of the projection after this layer's MLP where that projection runs on
+    cuBLAS (the next layer's QKV, or the head): the down GEMV's sum can make its input."""
+    m = model.model
+    if layer + 1 < len(m.layers):
+        nxt = m.layers[layer + 1]
+        return None if _triton(kv, "norm", kv["qkv"][layer + 1][0]) else nxt.input_layernorm
+    return None if _triton(kv, "argmax", model.lm_head.weight) else m.norm
+
+
 def _rms(norm, x: torch.Tensor) -> torch.Tensor:
     return F.rms_norm(x, x.shape[-1:], norm.weight, norm.variance_epsilon)
 
 
-def _residual(kv: dict, y: torch.Tensor, proj, x: torch.Tensor) -> None:
-    """x += proj(y): a Triton GEMV, or cuBLAS's GEMM with the add as its beta=1 (no bias: torch
-    would send a GEMM with one to cuBLASLt, whose split-K memsets cost µs in a graph)."""
-    if _triton(kv, "residual", proj.weight):
-        linear_residual(y, proj.weight, proj.bias, x)
-        return
+def _normed(h, norm, x: torch.Tensor) -> torch.Tensor:
+    """rms(x) by `norm`: h where the last kernel made it, else torch's one-kernel RMSNorm."""
+    return h if h is not None else _rms(norm, x)
+
+
+def _residual(kv: dict, y: torch.Tensor, proj, x: torch.Tensor, then=None,
+              gate_up: bool = False, gate_up_bias=None):
+    """x += proj(y), then rms(x) by the norm `then` (None: no norm); returns it, or None.
+    gate_up: y is gate and up side by side (+ gate_up_bias), and proj multiplies silu(gate) * up,
+    which the Triton GEMV makes in its prologue where there is no bias (else silu_mul first).
+    A Triton GEMV, or cuBLAS's GEMM with the add as its beta=1 (no bias: torch would send a GEMM
+    with one to cuBLASLt, whose split-K memsets cost µs in a graph)."""
+    triton = _triton(kv, "residual", proj.weight)
+    if gate_up and (gate_up_bias is not None or not triton):
+        y, gate_up = silu_mul(y, gate_up_bias), False
+    if triton:
+        return linear_residual(y, proj.weight, proj.bias, x, glu=gate_up,
+                               then_norm=_norm(then) if then is not None else None)
     x.addmm_(y, proj.weight.t())
     if proj.bias is not None:
         x.add_(proj.bias)
+    return _rms(then, x) if then is not None else None

@@ -5,6 +5,9 @@ the step stays close to HF's and in fp32 it differs only in summation order.
 _gemv_kernel: out = x W^T for B <= BLOCK_M rows (a GEMV: memory-bound, one program per BLOCK_N
     output columns, the whole K loop in it: no split-K, no second kernel), with, by constexpr:
     NORM      RMSNorm of x in the prologue (each program sums x^2 of the B rows: they sit in L2)
+    GLU_IN    x is [B, 2K], gate and up side by side (cuBLAS's gate/up GEMM): the prologue makes
+              silu(gate) * up, rounded as _silu_mul_kernel rounds it (the down projection, with
+              no kernel of its own for the activation)
     HAS_BIAS  + bias in the epilogue (HAS_BIAS2: + b2 for W2)
     GLU       a second weight W2 (the up projection): out = silu(x W^T + b) * (x W2^T + b2)
     RESIDUAL  out += the product, in place (out is the residual stream x)
@@ -15,6 +18,8 @@ _gemv_kernel: out = x W^T for B <= BLOCK_M rows (a GEMV: memory-bound, one progr
 _rope_attention_kernel: one program per (sequence, query head): rotary on q and on the k of its KV
     head, K and V written at pos (by the group's first head only), softmax(q K / sqrt d) V over
     slots 0..pos with an online softmax, BLOCK_T slots at a time. Heads in halves (rotate_half).
+_split_sum_norm_kernel: _split_sum_kernel's sum into the residual x, then RMSNorm of the new x
+    (HF's rounding) into h, one program a row: the next projection's input with no norm kernel.
 _silu_mul_kernel: g = silu(gate + b) * (up + b2), after a cuBLAS GEMM of gate and up side by side.
 _split_sum_kernel: out (+)= round(sum of the SPLIT slices + bias), in the dtype: the split GEMV's
     epilogue (the slices in order: the same sum every run).
@@ -31,7 +36,7 @@ if triton is not None:
     def _gemv_kernel(x_ptr, nw_ptr, w_ptr, w2_ptr, b_ptr, b2_ptr, out_ptr, pmax_ptr, pidx_ptr,
                      part_ptr, B, N, K, k_slice, s_x, s_w, s_w2, s_out, s_p, eps,
                      NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS2: tl.constexpr,
-                     GLU: tl.constexpr,
+                     GLU: tl.constexpr, GLU_IN: tl.constexpr,
                      RESIDUAL: tl.constexpr, ARGMAX: tl.constexpr, IEEE: tl.constexpr,
                      SPLIT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -56,8 +61,14 @@ if triton is not None:
         for k0 in range(k_lo, tl.minimum(k_lo + k_slice, K), BLOCK_K):
             k = k0 + kk
             kin = k < K
-            xk = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=rows[:, None] & kin[None, :],
-                         other=0.0)
+            xin = rows[:, None] & kin[None, :]
+            if GLU_IN:  # as _silu_mul_kernel: silu(gate) rounded to the dtype, times up
+                gate = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=xin, other=0.0)
+                up = tl.load(x_ptr + m[:, None] * s_x + K + k[None, :], mask=xin, other=0.0)
+                gate = gate.to(tl.float32)
+                xk = ((gate / (1.0 + tl.exp(-gate))).to(dt) * up).to(dt)
+            else:
+                xk = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=xin, other=0.0)
             if NORM:  # HF: weight * (x * rstd).to(dtype)
                 h = (xk.to(tl.float32) * rstd[:, None]).to(dt)
                 xk = (tl.load(nw_ptr + k, mask=kin, other=0.0)[None, :] * h).to(dt)
@@ -115,6 +126,27 @@ if triton is not None:
         if RESIDUAL:
             out = tl.load(where, mask=inside, other=0.0) + out
         tl.store(where, out.to(dt), mask=inside)
+
+    @triton.jit
+    def _split_sum_norm_kernel(part_ptr, b_ptr, out_ptr, nw_ptr, h_ptr, B, N, s_out, s_h, eps,
+                               SPLIT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                               BLOCK_N: tl.constexpr):
+        r = tl.program_id(0)  # one row: the norm needs all of it
+        c = tl.arange(0, BLOCK_N)
+        inside = c < N
+        acc = tl.zeros([BLOCK_N], tl.float32)
+        for s in range(SPLIT):  # in order, as _split_sum_kernel
+            acc += tl.load(part_ptr + (s * B + r) * N + c, mask=inside, other=0.0)
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + c, mask=inside, other=0.0).to(tl.float32)
+        dt = out_ptr.dtype.element_ty
+        where = out_ptr + r * s_out + c
+        x = (tl.load(where, mask=inside, other=0.0) + acc.to(dt)).to(dt)
+        tl.store(where, x, mask=inside)
+        xf = x.to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(xf * xf, axis=0) / N + eps)  # HF: x * rsqrt(mean(x^2) + eps)
+        nw = tl.load(nw_ptr + c, mask=inside, other=0.0)
+        tl.store(h_ptr + r * s_h + c, (nw * (xf * rstd).to(dt)).to(dt), mask=inside)
 
     @triton.jit
     def _rotate(x1, x2, c, s, dt: tl.constexpr):

@@ -22,6 +22,7 @@ if triton is not None:
         _rope_attention_kernel,
         _silu_mul_kernel,
         _split_sum_kernel,
+        _split_sum_norm_kernel,
     )
 
 GEMV_MAX_BATCH = 16  # rows one GEMV program holds (a tl.dot's least M); more rows: cuBLAS GEMMs
@@ -32,6 +33,7 @@ ATTN_BLOCK_T = 64  # cache slots per iteration of the attention's online softmax
 SILU_BLOCK = 1024
 ADVANCE_CHUNK = 256  # head partials per iteration of the greedy pick
 SPLIT_SUM_BLOCK = 1024
+SPLIT_NORM_WARPS = 8  # a row of 4096 in one program: 16 values a thread
 CUBLAS = "cublas"
 # (kind, N, K, itemsize) -> a GEMV's launch (block_n, block_k, warps, stages, split) where it
 # differs from gemv_config's rule, or CUBLAS: the fused step calls cuBLAS there instead (with
@@ -100,12 +102,19 @@ def norm_glu(x, norm: tuple, w_gate, w_up, b_gate=None, b_up=None) -> torch.Tens
     return out
 
 
-def linear_residual(y, w, bias, x) -> None:
-    """x += y W^T + bias, in place (the o and down projections with their residual add)."""
+def linear_residual(y, w, bias, x, glu: bool = False, then_norm: tuple | None = None):
+    """x += y W^T + bias, in place (the o and down projections with their residual add).
+    glu: y is [B, 2K], gate and up side by side, and what W multiplies is silu(gate) * up (the
+    down projection straight from cuBLAS's gate/up GEMM, no activation kernel). then_norm: also
+    returns rms(x) by that norm, the next projection's input (where the GEMV is split, its sum's
+    kernel makes it: no norm kernel); else None."""
     if not use_triton(x):
-        x.add_(F.linear(y, w, bias))
-        return
-    _gemv(y, w, bias=bias, out=x, residual=True)
+        x.add_(F.linear(silu_mul(y, None) if glu else y, w, bias))
+        return rms_ref(x, then_norm) if then_norm is not None else None
+    h = x.new_empty(x.shape) if then_norm is not None else None
+    if _gemv(y, w, bias=bias, out=x, residual=True, glu_in=glu, then_norm=then_norm, h=h):
+        return h
+    return F.rms_norm(x, x.shape[-1:], *then_norm) if then_norm is not None else None
 
 
 def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,10 +131,12 @@ def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tenso
 
 
 def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=False,
-          argmax=None) -> None:
-    b, k = x.shape
+          argmax=None, glu_in=False, then_norm=None, h=None) -> bool:
+    """Launches the GEMV (and its split sum); returns whether h now holds rms(out) by then_norm."""
+    b, k = x.shape[0], w.shape[1]
     n = w.shape[0]
     assert b <= GEMV_MAX_BATCH and x.stride(1) == 1 and w.stride(1) == 1
+    assert x.shape[1] == (2 * k if glu_in else k)
     kind = ("argmax" if argmax is not None else "glu" if w2 is not None
             else "residual" if residual else "norm")
     bn, bk, warps, stages, split = gemv_config(kind, n, k, w.element_size())
@@ -141,14 +152,23 @@ def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=Fa
         bias2 if bias2 is not None else w, out, pmax, pidx, part, b, n, k, k_slice, x.stride(0),
         w.stride(0), (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
         NORM=norm is not None, HAS_BIAS=bias is not None, HAS_BIAS2=bias2 is not None,
-        GLU=w2 is not None, RESIDUAL=residual,
+        GLU=w2 is not None, GLU_IN=glu_in, RESIDUAL=residual,
         ARGMAX=argmax is not None, IEEE=_ieee(x), SPLIT=split, BLOCK_M=16, BLOCK_N=bn,
         BLOCK_K=bk, num_warps=warps, num_stages=stages)
-    if split > 1:
-        slices = triton.cdiv(k, k_slice)
-        _split_sum_kernel[(triton.cdiv(b * n, SPLIT_SUM_BLOCK),)](
-            part, bias if bias is not None else w, out, b * n, n, out.stride(0), SPLIT=slices,
-            HAS_BIAS=bias is not None, RESIDUAL=residual, BLOCK=SPLIT_SUM_BLOCK)
+    if split == 1:
+        return False
+    slices = triton.cdiv(k, k_slice)
+    if then_norm is not None and residual:  # the sum and the next norm, one program a row
+        tw, teps = then_norm
+        _split_sum_norm_kernel[(b,)](
+            part, bias if bias is not None else w, out, tw, h, b, n, out.stride(0), h.stride(0),
+            teps, SPLIT=slices, HAS_BIAS=bias is not None,
+            BLOCK_N=triton.next_power_of_2(n), num_warps=SPLIT_NORM_WARPS)
+        return True
+    _split_sum_kernel[(triton.cdiv(b * n, SPLIT_SUM_BLOCK),)](
+        part, bias if bias is not None else w, out, b * n, n, out.stride(0), SPLIT=slices,
+        HAS_BIAS=bias is not None, RESIDUAL=residual, BLOCK=SPLIT_SUM_BLOCK)
+    return False
 
 
 def _ieee(t: torch.Tensor) -> bool:
