@@ -13,11 +13,14 @@ With the embedding that is 5 L + 3 kernels a step, none of them a split-K reduct
 The GEMVs read the model's own weights; only `graphed`'s joined QKV copy is used (one GEMV).
 Where llama_ops.GEMV_TUNED sends a projection to cuBLAS (at Llama-3-8B's width: QKV and gate/up,
 which cuBLAS reads faster) and gives a split-K launch (8B's o and down: a second kernel adds the
-slices), the kernels that would sit between them are folded into their neighbours: the split
-sum adds the residual and makes the RMSNorm of the new x that the next cuBLAS GEMM reads, and
-the down GEMV makes silu(gate) * up from the gate/up GEMM's output in its prologue. At 8B a
-layer is QKV (cuBLAS), attention, o and its sum with the norm, gate/up (cuBLAS), down and its
-sum with the next norm: 7 kernels (10 with a norm and activation kernel of their own).
+slices), the norm between them is folded into that sum: the kernel that adds the slices
+and the residual makes the RMSNorm of the new x, which the next cuBLAS GEMM reads. At 8B a layer
+is QKV (cuBLAS), attention, o and its sum with the norm, gate/up (cuBLAS), silu(gate) * up, down
+and its sum with the next norm: 8 kernels (10 with a norm kernel of their own). Measured on the
+H200 (docs/sizes-20261202/fold-glu.log, torch.profiler at batch 1): torch's RMSNorm kernel took
+6.2 µs, the split sum 1.7 and the sum with the norm 2.9. Also tried there, and dropped:
+silu(gate) * up made in the down GEMV's prologue (no silu kernel) made the step 7.08 ms a token
+against 4.87 without the folds (the down GEMV about 3.6x slower).
 
 More rows: cuBLAS GEMMs (joined QKV, joined gate/up) between the same attention kernel, a Triton
 silu(gate) * up and torch's one-kernel RMSNorm: 8 kernels a layer.
@@ -83,9 +86,8 @@ def fused_llama_step(model, kv: dict, st: dict) -> torch.Tensor:
             h = _residual(kv, g, mlp.down_proj, x, _norm_ahead(model, kv, layer))
         else:
             w_gu, b_gu = kv["gate_up"][layer]
-            gu = _normed(h, block.post_attention_layernorm, x) @ w_gu.t()
-            h = _residual(kv, gu, mlp.down_proj, x, _norm_ahead(model, kv, layer), gate_up=True,
-                          gate_up_bias=b_gu)
+            g = silu_mul(_normed(h, block.post_attention_layernorm, x) @ w_gu.t(), b_gu)
+            h = _residual(kv, g, mlp.down_proj, x, _norm_ahead(model, kv, layer))
     head = model.lm_head
     if _triton(kv, "argmax", head.weight):
         pmax, pidx = norm_argmax(x, _norm(m.norm), head.weight, head.bias)
@@ -122,18 +124,13 @@ def _normed(h, norm, x: torch.Tensor) -> torch.Tensor:
     return h if h is not None else _rms(norm, x)
 
 
-def _residual(kv: dict, y: torch.Tensor, proj, x: torch.Tensor, then=None,
-              gate_up: bool = False, gate_up_bias=None):
+def _residual(kv: dict, y: torch.Tensor, proj, x: torch.Tensor, then=None):
     """x += proj(y), then rms(x) by the norm `then` (None: no norm); returns it, or None.
-    gate_up: y is gate and up side by side (+ gate_up_bias), and proj multiplies silu(gate) * up,
-    which the Triton GEMV makes in its prologue where there is no bias (else silu_mul first).
-    A Triton GEMV, or cuBLAS's GEMM with the add as its beta=1 (no bias: torch would send a GEMM
-    with one to cuBLASLt, whose split-K memsets cost µs in a graph)."""
-    triton = _triton(kv, "residual", proj.weight)
-    if gate_up and (gate_up_bias is not None or not triton):
-        y, gate_up = silu_mul(y, gate_up_bias), False
-    if triton:
-        return linear_residual(y, proj.weight, proj.bias, x, glu=gate_up,
+    A Triton GEMV (split: its sum's kernel makes the norm), or cuBLAS's GEMM with the add as its
+    beta=1 (no bias: torch would send a GEMM with one to cuBLASLt, whose split-K memsets cost µs
+    in a graph) and torch's RMSNorm."""
+    if _triton(kv, "residual", proj.weight):
+        return linear_residual(y, proj.weight, proj.bias, x,
                                then_norm=_norm(then) if then is not None else None)
     x.addmm_(y, proj.weight.t())
     if proj.bias is not None:

@@ -5,9 +5,6 @@ the step stays close to HF's and in fp32 it differs only in summation order.
 _gemv_kernel: out = x W^T for B <= BLOCK_M rows (a GEMV: memory-bound, one program per BLOCK_N
     output columns, the whole K loop in it: no split-K, no second kernel), with, by constexpr:
     NORM      RMSNorm of x in the prologue (each program sums x^2 of the B rows: they sit in L2)
-    GLU_IN    x is [B, 2K], gate and up side by side (cuBLAS's gate/up GEMM): the prologue makes
-              silu(gate) * up, rounded as _silu_mul_kernel rounds it (the down projection, with
-              no kernel of its own for the activation)
     HAS_BIAS  + bias in the epilogue (HAS_BIAS2: + b2 for W2)
     GLU       a second weight W2 (the up projection): out = silu(x W^T + b) * (x W2^T + b2)
     RESIDUAL  out += the product, in place (out is the residual stream x)
@@ -36,7 +33,7 @@ if triton is not None:
     def _gemv_kernel(x_ptr, nw_ptr, w_ptr, w2_ptr, b_ptr, b2_ptr, out_ptr, pmax_ptr, pidx_ptr,
                      part_ptr, B, N, K, k_slice, s_x, s_w, s_w2, s_out, s_p, eps,
                      NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_BIAS2: tl.constexpr,
-                     GLU: tl.constexpr, GLU_IN: tl.constexpr,
+                     GLU: tl.constexpr,
                      RESIDUAL: tl.constexpr, ARGMAX: tl.constexpr, IEEE: tl.constexpr,
                      SPLIT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -61,14 +58,8 @@ if triton is not None:
         for k0 in range(k_lo, tl.minimum(k_lo + k_slice, K), BLOCK_K):
             k = k0 + kk
             kin = k < K
-            xin = rows[:, None] & kin[None, :]
-            if GLU_IN:  # as _silu_mul_kernel: silu(gate) rounded to the dtype, times up
-                gate = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=xin, other=0.0)
-                up = tl.load(x_ptr + m[:, None] * s_x + K + k[None, :], mask=xin, other=0.0)
-                gate = gate.to(tl.float32)
-                xk = ((gate / (1.0 + tl.exp(-gate))).to(dt) * up).to(dt)
-            else:
-                xk = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=xin, other=0.0)
+            xk = tl.load(x_ptr + m[:, None] * s_x + k[None, :], mask=rows[:, None] & kin[None, :],
+                         other=0.0)
             if NORM:  # HF: weight * (x * rstd).to(dtype)
                 h = (xk.to(tl.float32) * rstd[:, None]).to(dt)
                 xk = (tl.load(nw_ptr + k, mask=kin, other=0.0)[None, :] * h).to(dt)

@@ -102,17 +102,15 @@ def norm_glu(x, norm: tuple, w_gate, w_up, b_gate=None, b_up=None) -> torch.Tens
     return out
 
 
-def linear_residual(y, w, bias, x, glu: bool = False, then_norm: tuple | None = None):
+def linear_residual(y, w, bias, x, then_norm: tuple | None = None):
     """x += y W^T + bias, in place (the o and down projections with their residual add).
-    glu: y is [B, 2K], gate and up side by side, and what W multiplies is silu(gate) * up (the
-    down projection straight from cuBLAS's gate/up GEMM, no activation kernel). then_norm: also
-    returns rms(x) by that norm, the next projection's input (where the GEMV is split, its sum's
-    kernel makes it: no norm kernel); else None."""
+    then_norm: also returns rms(x) by that norm, the next projection's input (where the GEMV is
+    split, its sum's kernel makes it: no norm kernel of its own); else None."""
     if not use_triton(x):
-        x.add_(F.linear(silu_mul(y, None) if glu else y, w, bias))
+        x.add_(F.linear(y, w, bias))
         return rms_ref(x, then_norm) if then_norm is not None else None
     h = x.new_empty(x.shape) if then_norm is not None else None
-    if _gemv(y, w, bias=bias, out=x, residual=True, glu_in=glu, then_norm=then_norm, h=h):
+    if _gemv(y, w, bias=bias, out=x, residual=True, then_norm=then_norm, h=h):
         return h
     return F.rms_norm(x, x.shape[-1:], *then_norm) if then_norm is not None else None
 
@@ -131,12 +129,11 @@ def norm_argmax(x, norm: tuple, w, bias=None) -> tuple[torch.Tensor, torch.Tenso
 
 
 def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=False,
-          argmax=None, glu_in=False, then_norm=None, h=None) -> bool:
+          argmax=None, then_norm=None, h=None) -> bool:
     """Launches the GEMV (and its split sum); returns whether h now holds rms(out) by then_norm."""
-    b, k = x.shape[0], w.shape[1]
+    b, k = x.shape
     n = w.shape[0]
     assert b <= GEMV_MAX_BATCH and x.stride(1) == 1 and w.stride(1) == 1
-    assert x.shape[1] == (2 * k if glu_in else k)
     kind = ("argmax" if argmax is not None else "glu" if w2 is not None
             else "residual" if residual else "norm")
     bn, bk, warps, stages, split = gemv_config(kind, n, k, w.element_size())
@@ -152,7 +149,7 @@ def _gemv(x, w, norm=None, bias=None, w2=None, bias2=None, out=None, residual=Fa
         bias2 if bias2 is not None else w, out, pmax, pidx, part, b, n, k, k_slice, x.stride(0),
         w.stride(0), (w2 if w2 is not None else w).stride(0), out.stride(0), pmax.stride(0), eps,
         NORM=norm is not None, HAS_BIAS=bias is not None, HAS_BIAS2=bias2 is not None,
-        GLU=w2 is not None, GLU_IN=glu_in, RESIDUAL=residual,
+        GLU=w2 is not None, RESIDUAL=residual,
         ARGMAX=argmax is not None, IEEE=_ieee(x), SPLIT=split, BLOCK_M=16, BLOCK_N=bn,
         BLOCK_K=bk, num_warps=warps, num_stages=stages)
     if split == 1:

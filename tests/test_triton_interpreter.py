@@ -104,8 +104,7 @@ for b in (1, 3):
     O.use_triton = lambda t: True
     O.linear_residual(y, w, bias, res)
     torch.testing.assert_close(res, res_ref, rtol=1e-5, atol=1e-5)
-# The folds at 8B's mix: the down GEMV making silu(gate) * up from gate and up side by side in
-# its prologue, and the residual's sum making the next norm (in the split sum's kernel, one
+# The fold at 8B's mix: the residual's sum making the next norm (in the split sum's kernel, one
 # program a row; unsplit, torch's RMSNorm after the GEMV), against the references.
 nw2 = torch.randn(70)
 for split in (True, False):
@@ -113,19 +112,18 @@ for split in (True, False):
         O.GEMV_TUNED.clear()
     for b in (1, 3):
         w, bias = torch.randn(70, 40), torch.randn(70)
-        for glu, width in ((False, 40), (True, 80)):
-            for then in (None, (nw2, 1e-5)):
-                res, y = torch.randn(b, 70), torch.randn(b, width) * 2
-                res_ref = res.clone()
-                O.use_triton = lambda t: False
-                h_ref = O.linear_residual(y, w, bias, res_ref, glu=glu, then_norm=then)
-                O.use_triton = lambda t: True
-                h = O.linear_residual(y, w, bias, res, glu=glu, then_norm=then)
-                torch.testing.assert_close(res, res_ref, rtol=1e-5, atol=1e-5)
-                assert (h is None) == (then is None), (split, glu)
-                if then is not None:
-                    torch.testing.assert_close(h, h_ref, rtol=1e-5, atol=1e-5)
-                    torch.testing.assert_close(h, O.rms_ref(res, then), rtol=1e-5, atol=1e-5)
+        for then in (None, (nw2, 1e-5)):
+            res, y = torch.randn(b, 70), torch.randn(b, 40) * 2
+            res_ref = res.clone()
+            O.use_triton = lambda t: False
+            h_ref = O.linear_residual(y, w, bias, res_ref, then_norm=then)
+            O.use_triton = lambda t: True
+            h = O.linear_residual(y, w, bias, res, then_norm=then)
+            torch.testing.assert_close(res, res_ref, rtol=1e-5, atol=1e-5)
+            assert (h is None) == (then is None), split
+            if then is not None:
+                torch.testing.assert_close(h, h_ref, rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(h, O.rms_ref(res, then), rtol=1e-5, atol=1e-5)
 for h, kvh, d in ((6, 2, 16), (4, 4, 24)):  # GQA; a head dim whose half is no power of two
     slots = 150
     half_c, half_s = torch.randn(slots, d // 2), torch.randn(slots, d // 2)

@@ -1,8 +1,10 @@
-"""One device call (H200): `fused` at llama:8b in bf16, three ways in one process, interleaved:
+"""One device call (H200): `fused` at llama:8b in bf16, three ways in one process, interleaved (each
+round builds, warms and times each way in turn, one CUDA graph alive at a time):
 rule (GEMV_TUNED empty: every GEMV our Triton kernel, 5 kernels a layer), mix (GEMV_TUNED's cuBLAS
-and split-K GEMVs with a norm and an activation kernel of their own: 10 a layer, the step before
-the folds) and folded (the same GEMVs, the norm made by the split sums and silu(gate) * up by the
-down GEMV's prologue: 7 a layer). ms a token by CUDA events over 100 tokens, floor share; then a
+and split-K GEMVs with a norm kernel of their own: 10 a layer, the step before the fold) and
+folded (the same GEMVs, the norm made by the split sums: 8 a layer). The log of the first call,
+fold-glu.log, is of an earlier folded step that also made silu(gate) * up in the down GEMV's
+prologue (7 a layer): dropped, as that GEMV ran 3.6x slower. ms a token by CUDA events over 100 tokens, floor share; then a
 torch.profiler kernel table of `folded` at batch 1. Output fold.json and stdout (fold.log) beside
 it. Run from the repository root as `OUT=DIR python3 docs/sizes-20261202/fold.py`."""
 import json
@@ -41,9 +43,9 @@ def save():
         json.dump(R, f, indent=1)
 
 
-def unfolded(y, w, bias, x, glu=False, then_norm=None):
-    """The step before the folds: silu_mul's kernel, the split sum, torch's RMSNorm kernel."""
-    FOLDED(llama_ops.silu_mul(y, None) if glu else y, w, bias, x)
+def unfolded(y, w, bias, x, then_norm=None):
+    """The step before the fold: the split sum, then torch's RMSNorm kernel."""
+    FOLDED(y, w, bias, x)
     return F.rms_norm(x, x.shape[-1:], *then_norm) if then_norm is not None else None
 
 
@@ -82,29 +84,34 @@ R["copy_bytes_per_s"] = rate
 m = build_model("llama:8b", "bf16", "cuda", seed=0)
 shape = model_shape(m.config, 2, weight_bytes(m))
 log(f"copy rate {rate / 1e9:.0f} GB/s; 8b built")
-decoders, tokens = {}, {}
-for way in ("rule", "mix", "folded"):
-    for b in (1, 8):
-        setup(way)
-        decoders[way, b] = make_decoder(m, cfg(b))
-        decoders[way, b](no_window())
-        tokens[way, b] = decoders[way, b](no_window())["tokens"]
-log("built and warmed: 6 decoders")
-for b in (1, 8):
-    R[f"tokens_equal_mix_folded_b{b}"] = float(
-        (tokens["mix", b] == tokens["folded", b]).float().mean())
-    R[f"tokens_equal_rule_folded_b{b}"] = float(
-        (tokens["rule", b] == tokens["folded", b]).float().mean())
+tokens = {}
+
+
+def timed(way, b):
+    """A decoder built for this way alone (one CUDA graph alive at a time), warmed, then one
+    timed run of 100 tokens: ms a token."""
+    setup(way)
+    decode = make_decoder(m, cfg(b))
+    tokens.setdefault((way, b), decode(no_window())["tokens"].cpu())
+    w = ProfilerWindow(0, 0, False, timeline=Span(100))
+    decode(w)
+    ms = w.timeline.marks["s"].elapsed_time(w.timeline.marks["e"]) / 100
+    del decode
+    torch.cuda.synchronize()
+    return ms
+
+
 for r in range(ROUNDS):
     for b in (1, 8):
         for way in ("rule", "mix", "folded"):
-            setup(way)
-            w = ProfilerWindow(0, 0, False, timeline=Span(100))
-            decoders[way, b](w)
-            ms = w.timeline.marks["s"].elapsed_time(w.timeline.marks["e"]) / 100
+            ms = timed(way, b)
             R["rows"].setdefault(f"{way}/b{b}", []).append(ms)
-    log(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in R["rows"].items()))
-    save()
+            log(f"round {r + 1} {way} b{b}: {ms:.3f} ms/token")
+            save()
+for b in (1, 8):
+    for a in ("rule", "mix"):
+        R[f"tokens_equal_{a}_folded_b{b}"] = float(
+            (tokens[a, b] == tokens["folded", b]).float().mean())
 for key, runs in R["rows"].items():
     b = int(key.split("/b")[1])
     med = statistics.median(runs)
@@ -121,8 +128,10 @@ save()
 setup("folded")
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+decode = make_decoder(m, cfg(1))
+decode(no_window())
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-    decoders["folded", 1](no_window())
+    decode(no_window())
     torch.cuda.synchronize()
 table = {}
 for e in prof.events():
