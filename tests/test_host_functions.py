@@ -135,7 +135,12 @@ def test_an_encoder_decoder_is_a_generating_model_and_its_decoder_is_named(tmp_p
             def forward(self, x): ...
         class BartForConditionalGeneration(BartPreTrainedModel):
             def forward(self, x): ...
+        ''', "models/llava/modeling_llava.py": '''
+        class LlavaForConditionalGeneration(LlavaPreTrainedModel):
+            def forward(self, x): ...
         '''})
+    # Not a vision model's: all of transformers' ConditionalGeneration forwards in one trace
+    # file left the H200's nsys recording no NVTX at all (step_functions.ENCODER_DECODERS).
     assert [f.spec for f in causal_lm_forwards(tmp_path)] == [
         "transformers.models.bart.modeling_bart:BartForConditionalGeneration.forward",
         "transformers.models.t5.modeling_t5:T5ForConditionalGeneration.forward"]
