@@ -42,6 +42,8 @@ BLOCKS = {
     ("docs/VARIANTS.md", "llama-fused"): "analysis.study.doc_variants:llama_fused",
     ("docs/VARIANTS.md", "peer"): "analysis.study.doc_variants:peer_block",
     ("docs/VARIANTS.md", "peer-notes"): "analysis.study.doc_variants:peer_notes",
+    ("docs/VARIANTS.md", "peer-8b"): "analysis.study.doc_variants:peer_8b",
+    ("docs/VARIANTS.md", "fused-8b"): "analysis.study.doc_variants:fused_8b",
 }
 # What publish covers besides docs/RESULTS.md: each file is checked for its blocks and for
 # figures outside them.

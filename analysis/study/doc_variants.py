@@ -198,3 +198,91 @@ def peer_notes(root: Path) -> str:
         "SMs. It is bound by the count and latency of small kernels; `fused` "
         f"({k[('fused', batches[0])]['kernels_per_step']:.0f} kernels) and gpt-fast's inductor "
         "(fused kernels) are not.")
+
+
+SIZES = "docs/sizes-20261202"
+# fold.json's ways: GEMV_TUNED's launches and which kernels sit between the GEMVs.
+FOLD_WAYS = (
+    ("rule", "our Triton GEMVs only (GEMV_TUNED empty), norm and silu in their prologues", 5),
+    ("mix", "cuBLAS QKV and gate/up, split-K o and down, a norm kernel of its own", 10),
+    ("folded", "the same, the split sums making the next norm (the step now)", 8),
+)
+
+
+def peer_8b(root: Path) -> str:
+    """The peer table at llama-3-8b (docs/sizes-20261202/peer.json): each side's ms/token, the
+    spread of its runs inside the process, the speedup and the floor shares, by batch."""
+    doc = json.loads((root / SIZES / "peer.json").read_text())
+    rows = {(r["side"], r["batch"]): r for r in doc["rows"]}
+    batches = sorted({b for _, b in rows})
+    lines = ["| batch | gpt-fast ms/token (its 5 runs) | `fused` ms/token (its 5 runs) | "
+             "`fused` vs gpt-fast | gpt-fast % floor | `fused` % floor |",
+             "| --- | --- | --- | --- | --- | --- |"]
+
+    def cell(side: str, b: int) -> str:
+        runs = doc["runs"][f"{b}/{side}"][0]["ms_per_token"]
+        return f"{rows[(side, b)]['ms_per_token_median']:.3f} ({min(runs):.3f}-{max(runs):.3f})"
+
+    for b in batches:
+        lines.append(f"| {b} | {cell('gpt-fast', b)} | {cell('fused', b)} | "
+                     f"{rows[('fused', b)]['speedup_vs_gpt_fast']:.2f}x | "
+                     f"{rows[('gpt-fast', b)]['floor_pct']:.1f} | "
+                     f"{rows[('fused', b)]['floor_pct']:.1f} |")
+    from ..study.aa import floor
+
+    g = floor(root, "graph-replayed")
+    inside = [f"batch {b}" for b in batches
+              if not beyond(rows[("fused", b)]["speedup_vs_gpt_fast"], g)]
+    floors = listing([f"{rows[(s, b)]['floor_ms_per_token']:.3f}" for b in batches
+                      for s in ("gpt-fast", "fused")])
+    return "\n".join(lines) + "\n\n" + (
+        f"One process a side and batch, {doc['config']['repeats']} timed runs in each (the "
+        "spread in brackets is theirs, not between processes), the sides run one after the "
+        f"other ({SIZES}/peer.json, `scripts/sizes-h200.sh peer` with PEER_PROCESSES=1). Each "
+        f"ratio is of two processes ({BETWEEN_PROCESSES}): "
+        + (f"{listing(inside)} within noise" if inside else "every one beyond the noise")
+        + f" ({floor_note([g])}). Each process measured its own copy rate for its floor, so the "
+        f"floors differ ({floors} ms a token, gpt-fast then `fused` at each batch): a floor "
+        "share here moves with that one measurement as much as with the rung.")
+
+
+def fused_8b(root: Path) -> str:
+    """fold.json: `fused` at llama:8b three ways in one process, interleaved: ms/token (min-max
+    over the rounds) and the floor share at that process's copy rate; and the dropped fold."""
+    doc = json.loads((root / SIZES / "fold.json").read_text())
+    glu = json.loads((root / SIZES / "fold-glu.json").read_text())
+    s = doc["summary"]
+    rounds = len(doc["rows"]["rule/b1"])
+    lines = ["| the step | kernels a layer | b1 ms/token | b1 % floor | b8 ms/token | b8 % floor |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for way, what, kernels in FOLD_WAYS:
+        cells = " | ".join(f"{s[f'{way}/b{b}']['ms']:.3f} ({s[f'{way}/b{b}']['min']:.3f}-"
+                           f"{s[f'{way}/b{b}']['max']:.3f}) | {s[f'{way}/b{b}']['floor_pct']:.1f}"
+                           for b in (1, 8))
+        lines.append(f"| `{way}`: {what} | {kernels} | {cells} |")
+    g = glu["summary"]
+    k = {r["name"]: r for r in doc["kernels_folded_b1"]}
+    busy = sum(r["us_per_step"] for r in k.values())
+    step_us = s["folded/b1"]["ms"] * 1e3
+
+    def share(*prefixes: str) -> str:
+        us = sum(r["us_per_step"] for n, r in k.items() if n.startswith(prefixes))
+        return f"{us:.0f} µs ({pct(us / step_us, 1)})"
+
+    attn, total = k["_rope_attention_kernel"], k["_split_sum_norm_kernel"]
+    return "\n".join(lines) + "\n\n" + (
+        f"bf16, 100 tokens, CUDA events around the decode, {rounds} rounds {SAME_PROCESS} with "
+        "the three ways interleaved, each built, warmed and timed in turn "
+        f"({SIZES}/fold.py, fold.log; floor at the {doc['copy_bytes_per_s'] / 1e9:.0f} GB/s that "
+        "process measured). Also tried, and dropped: silu(gate) * up made in the down GEMV's "
+        f"prologue as well (7 kernels a layer) ran {g['folded/b1']['ms']:.3f} ms a token at "
+        f"batch 1 against {g['mix/b1']['ms']:.3f} for `mix` in that call (fold-glu.log: its "
+        "GEMV reads the weights far slower). What bounds `folded` at batch 1, from torch.profiler "
+        f"over one run (fold.json's kernel table, µs a step of the {step_us:.0f} µs step): "
+        f"kernels ran {busy:.0f} µs of it, back to back; cuBLAS's GEMMs "
+        f"{share('nvjet')} and our GEMVs (o, down, the head) {share('_gemv')}, the weights' reads; "
+        f"the attention kernel {share('_rope_attention')} "
+        f"({attn['us_each']:.1f} µs a layer, one program a query head and sequence over a "
+        f"few hundred cache slots) and the split sums with the norm {share('_split_sum_norm')} "
+        f"({total['us_each']:.1f} µs each, one program a row): the latency-bound rest, where "
+        "a step of this shape still has time to win.")
