@@ -20,7 +20,7 @@ and its sum with the next norm: 8 kernels (10 with a norm kernel of their own). 
 H200 (docs/sizes-20261202/fold-glu.log, torch.profiler at batch 1): torch's RMSNorm kernel took
 6.2 µs, the split sum 1.7 and the sum with the norm 2.9. Also tried there, and dropped:
 silu(gate) * up made in the down GEMV's prologue (no silu kernel) made the step 7.08 ms a token
-against 4.87 without the folds (the down GEMV about 3.6x slower).
+against 4.87 without the folds.
 
 More rows: cuBLAS GEMMs (joined QKV, joined gate/up) between the same attention kernel, a Triton
 silu(gate) * up and torch's one-kernel RMSNorm: 8 kernels a layer.
