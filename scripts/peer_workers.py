@@ -26,14 +26,16 @@ def cuda_span():
 
 
 def floor_ms(name: str, dtype_bytes: int, weight_bytes: int, variant: str, batch: int,
-             tokens: int) -> float:
-    """harness/floor.py's floor of one step of this shape at the copy rate measured here."""
+             tokens: int) -> tuple[float, float]:
+    """harness/floor.py's floor of one step of this shape at the copy rate measured here, and
+    that rate (bytes moved a second)."""
     from harness.bench import copy_bytes_per_s
     from harness.floor import floor, model_shape
 
     shape = model_shape(llama_config(name), dtype_bytes, weight_bytes)
-    return floor(shape, variant, batch, tokens, range(tokens), copy_bytes_per_s("cuda"),
-                 None)["floor_ms_per_step"]
+    rate = copy_bytes_per_s("cuda")
+    step = floor(shape, variant, batch, tokens, range(tokens), rate, None)
+    return step["floor_ms_per_step"], rate
 
 
 def gpt_fast_worker(args) -> dict:
@@ -141,8 +143,8 @@ def measure(once, args, sampling: str, span: str, weights: int, floor_variant: s
     for _ in range(2):  # compile, capture, warm
         once()
     ms = [once() for _ in range(args.repeats)]
+    floor, rate = floor_ms(args.model, torch.tensor([], dtype=dtype).element_size(), weights,
+                           floor_variant, args.batch, args.new_tokens)
     return {"side": args.worker, "batch": args.batch, "ms_per_token": ms,
             "ms_per_token_median": statistics.median(ms), "sampling": sampling, "span": span,
-            "floor_ms_per_token": floor_ms(args.model, torch.tensor([], dtype=dtype).element_size(),
-                                           weights, floor_variant, args.batch, args.new_tokens),
-            "versions": versions()}
+            "floor_ms_per_token": floor, "copy_bytes_per_s": rate, "versions": versions()}

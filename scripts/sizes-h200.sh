@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# sizes-h200.sh peer|rest|sweep: issue 33's runs on the lent H200, one device call a stage (a call
-# may run 10 minutes; each stage stops itself before 9.5, keeping what it measured):
+# sizes-h200.sh peer|study|suite|sweep: issue 33's runs on the lent H200, one device call a stage
+# (a call may run 10 minutes; each stage stops itself before 9.5, keeping what it measured):
 #
 #   peer   (about 9 minutes) scripts/peer_gptfast.py --model llama-3-8b: gpt-fast's own compiled
 #          decode against `fused`, batch 1 and 8, bf16, 100 tokens, 2 processes a side and batch,
@@ -8,11 +8,13 @@
 #          process loads the kernels from the shared cache; PEER_PROCESSES=1: one process a side
 #          and batch, about 6 minutes, no spread between processes) -> $OUT/peer.json
 #          (rewritten after each process: a run cut short keeps what it measured), $OUT/peer.log
-#   rest   (about 8 minutes) the GPU tests of the new sizes (tests/test_gpu_sizes.py: every rung
-#          against kv on reduced-layer copies at fp32, every rung at 8B in bf16) -> $OUT/tests.log;
-#          then the study part `sizes` (scripts/study.sh --parts sizes: llama:8b, llama:1b and
-#          llama at batch 1, one bench process each, graphed-sync captured graph by graph with
-#          its twin) -> $OUT/sizes-study.tgz
+#   study  the study part `sizes` (scripts/study.sh --parts sizes: llama:8b, llama:1b and llama at
+#          batch 1, one bench process each, every rung but the compiled ones; graphed-sync
+#          captured graph by graph with its twin) -> $OUT/sizes-study.tgz. With 5 rungs it took
+#          4 minutes (docs/sizes-20261202/study/study.log); the whole ladder is not timed yet
+#   suite  (about 4.5 minutes) the whole GPU suite (pytest -m gpu -n 6), tests/test_gpu_sizes.py
+#          among it (every rung against kv on reduced-layer copies at fp32, every rung at 8B in
+#          bf16) -> $OUT/gpu-suite.log
 #   sweep  (about 2 minutes) scripts/gemv_sweep.py at 8B: is GEMV_TUNED still the fastest launch
 #          of each projection, and the head's -> $OUT/gemv.json, $OUT/gemv.log
 #
@@ -24,8 +26,8 @@
 set -euo pipefail
 
 stage=${1:-}
-case "$stage" in peer | rest | sweep) ;; *)
-  echo "usage: scripts/sizes-h200.sh peer|rest|sweep" >&2; exit 2 ;;
+case "$stage" in peer | study | suite | sweep) ;; *)
+  echo "usage: scripts/sizes-h200.sh peer|study|suite|sweep" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -61,15 +63,19 @@ if [ "$stage" = peer ]; then
     --workdir "$work/peer" --json "$out/peer.json" 2>&1 | tee "$out/peer.log" || say "peer FAILED or cut short"
 fi
 
-if [ "$stage" = rest ]; then
-  say "rest: the GPU tests of the new sizes"
-  timeout 170 "$PY" -m pytest -m gpu tests/test_gpu_sizes.py -q -p no:cacheprovider \
-    >"$out/tests.log" 2>&1 || say "tests FAILED or cut short (see tests.log)"
-  tail -n 3 "$out/tests.log"
-  say "rest: study part sizes"
-  GAPSCOPE_PYTHON=$PY timeout 330 bash scripts/study.sh --parts sizes --budget quick \
+if [ "$stage" = study ]; then
+  say "study: part sizes"
+  GAPSCOPE_PYTHON=$PY timeout 560 bash scripts/study.sh --parts sizes --budget quick \
     --sizes "8b 1b small" --dir "$work/study" || say "study FAILED or cut short; going on"
   tar czf "$out/sizes-study.tgz" -C "$work" study
+fi
+
+if [ "$stage" = suite ]; then
+  say "suite: the whole GPU suite"
+  timeout 560 "$PY" -m pytest -m gpu -n 6 --dist loadfile -p no:cacheprovider -rfE \
+    -W ignore::FutureWarning -W ignore::UserWarning tests >"$out/gpu-suite.log" 2>&1 \
+    || say "suite FAILED or cut short (see gpu-suite.log)"
+  tail -n 8 "$out/gpu-suite.log"
 fi
 
 if [ "$stage" = sweep ]; then

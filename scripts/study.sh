@@ -5,7 +5,7 @@
 #                    [--parts ladder,scale,batch,finish,processes,capture,observer,family,results]
 #                    [--captures "static graphed ..."] [--dir DIR] [--model ARCH[:SIZE]]
 #                    [--family-batches "1 32"] [--sizes "small 1b 8b"] [--sizes-batches "1"]
-#                    [--sizes-variants static,graphed-sync,graphed,fused,nocheck]
+#                    [--sizes-variants naive,kv,...,nocheck: every rung but the compiled]
 #
 # What it runs, all GPT-2 124M fp32, TF32 "high" as the article, untraced unless said:
 #   bench-ladder        naive kv kv-expandable static compiled pipelined hf-generate (bs 32, 100 tokens)
@@ -29,11 +29,11 @@
 #   bench-sizes-S-bB    part `sizes` (not in the default parts: --parts sizes; issue 33): the ladder
 #                       at each size of --sizes (llama = small 125M, llama:1b, llama:8b, the large
 #                       ones drawn on the GPU) and batch of --sizes-batches, bf16, 100 tokens, one
-#                       process a configuration (--sizes-variants; compiled and hf-generate left
-#                       out by default: ~2 min of compile each at 8B), then capture/<UTC>-sizes-S-
+#                       process a configuration (--sizes-variants: every rung but compiled and
+#                       hf-generate, ~2 min of compile each at 8B), then capture/<UTC>-sizes-S-
 #                       graphed-sync-bB, graph by graph with its untraced twin; `python -m
-#                       analysis.cli study DIR -o docs --part sizes` makes its RESULTS part (about
-#                       5 minutes on an H200 for the three sizes at batch 1)
+#                       analysis.cli study DIR -o docs --part sizes` makes its RESULTS part (4
+#                       minutes on an H200 for the three sizes at batch 1 with 5 rungs)
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
 #                       ones in 2 processes) with their untraced twin, captured node-level and
@@ -57,7 +57,7 @@ model=gpt2
 family_batches="1 32"
 sizes="small 1b 8b"
 sizes_batches="1"
-sizes_variants=static,graphed-sync,graphed,fused,nocheck
+sizes_variants=naive,kv,kv-expandable,static,pipelined,pipelined-seed,deferred,check-every-k,graphed-sync,graphed,fused,while-graph,while-fused,nocheck
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget) budget=$2; shift 2 ;;

@@ -100,6 +100,29 @@ def test_processes_interleave_and_the_summary_takes_medians(tmp_path, monkeypatc
     assert max(len(line) for line in peer.table(report).splitlines()) <= 100
 
 
+def test_every_row_of_a_batch_takes_the_floor_at_its_highest_measured_copy_rate(
+        tmp_path, monkeypatch):
+    # The fused process measured 3.0e12 B/s, gpt-fast's 4.0e12: fused's own floor of 0.08 ms
+    # is 0.06 at 4.0e12, so 0.06 / 0.25 = 24% of it (not 32%); gpt-fast's stays 0.06 / 0.5.
+    # Batch 2 records no rates (a JSON from before they were kept): each its own floor.
+    rates = {"gpt-fast": 4.0e12, "fused": 3.0e12}
+
+    def worker(args, side, batch, ours, workdir):
+        run = {"ms_per_token_median": 0.5 if side == "gpt-fast" else 0.25,
+               "floor_ms_per_token": 0.06 if side == "gpt-fast" else 0.08, "sampling": "s",
+               "span": "x", "versions": {}}
+        return run | ({"copy_bytes_per_s": rates[side]} if batch == 1 else {})
+
+    monkeypatch.setattr(peer, "run_worker", worker)
+    args = peer.parse(["--gpt-fast", str(fake_checkout(tmp_path)), "--variants", "fused",
+                       "--batches", "1,2", "--processes", "1"])
+    rows = {(r["batch"], r["side"]): r for r in peer.compare(args)["rows"]}
+    assert rows[1, "fused"]["floor_ms_per_token"] == pytest.approx(0.06)
+    assert rows[1, "fused"]["floor_pct"] == pytest.approx(24.0)
+    assert rows[1, "gpt-fast"]["floor_pct"] == pytest.approx(12.0)
+    assert rows[2, "fused"]["floor_pct"] == pytest.approx(32.0)
+
+
 def test_a_run_cut_short_keeps_what_it_measured(tmp_path, monkeypatch):
     calls = []
 

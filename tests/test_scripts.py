@@ -857,8 +857,10 @@ def test_study_sizes_benches_and_captures_each_size_in_a_process_of_its_own(tmp_
     calls = (tmp_path / "calls").read_text().splitlines()
     benches = [c for c in calls if f"--json {study}/bench-" in c]
     assert benches == [
-        f"-m harness bench --json {study}/bench-sizes-{s}-b1.json --variants static,graphed-sync,"
-        f"graphed,fused,nocheck --batch 1 --new-tokens 100 --dtype bf16 --repeats 3 --model {m}"
+        f"-m harness bench --json {study}/bench-sizes-{s}-b1.json --variants naive,kv,"
+        "kv-expandable,static,pipelined,pipelined-seed,deferred,check-every-k,graphed-sync,"
+        f"graphed,fused,while-graph,while-fused,nocheck --batch 1 --new-tokens 100 --dtype bf16 "
+        f"--repeats 3 --model {m}"
         for s, m in (("small", "llama"), ("1b", "llama:1b"), ("8b", "llama:8b"))]
     said = [line.split("] ", 1)[1] for line in result.stdout.splitlines() if "capture" in line
             and "FAILED" not in line and not line.startswith("    ")]
@@ -870,7 +872,7 @@ def test_study_sizes_benches_and_captures_each_size_in_a_process_of_its_own(tmp_
 def test_sizes_h200_names_its_stages_on_a_bad_one(tmp_path):
     result = run_script("sizes-h200.sh", make_env(tmp_path), "everything", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr == "usage: scripts/sizes-h200.sh peer|rest|sweep\n"
+    assert result.stderr == "usage: scripts/sizes-h200.sh peer|study|suite|sweep\n"
 
 
 def test_an_export_with_launch_calls_but_no_kernel_table_is_one_line(tmp_path):
