@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from test_sizes import random_norms
 
 from harness import llama_ops
 from harness.config import RunConfig, validate
@@ -27,6 +28,7 @@ RUNGS = ["naive", "static", "compiled", "pipelined", "deferred", "check-every-k"
 def reduced(request):
     torch.set_float32_matmul_precision("highest")
     m = build_model(request.param, "fp32", "cuda", seed=0, layers=2)
+    random_norms(m)
     yield request.param, m, decode(m, request.param, "kv")
     del m
     torch.cuda.empty_cache()

@@ -31,7 +31,20 @@ def stand_in(request):
         m = build_model(name, "fp32", "cpu", seed=0)
     finally:
         model.PRESETS[key] = real
+    random_norms(m)
     return name, m, decode(m, name, "kv")
+
+
+def random_norms(m, seed: int = 1) -> None:
+    """Every RMSNorm weight drawn from U(0.5, 1.5): HF leaves them at one, under which a step that
+    took one norm's weight for another's (the fused step folds each norm into the GEMV or split
+    sum before it) would still decode kv's tokens."""
+    g = torch.Generator(device=m.device).manual_seed(seed)
+    with torch.no_grad():
+        for mod in m.modules():
+            if type(mod).__name__.endswith("RMSNorm"):
+                mod.weight.copy_(torch.rand(mod.weight.shape, generator=g, device=m.device,
+                                            dtype=mod.weight.dtype) + 0.5)
 
 
 def test_the_8b_preset_is_llama_3_8b():
