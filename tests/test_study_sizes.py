@@ -6,10 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 from click.testing import CliRunner
 
 from analysis.cli.study import study as main
-from analysis.study.sizes import ladder_table, size_benches, sync_rows
+from analysis.study.sizes import ladder_table, size_benches, sizes_findings, sync_rows
 
 LLAMA = Path(__file__).parent.parent / "docs" / "llama-20261201"
 
@@ -67,3 +68,33 @@ def test_the_sizes_part_needs_its_benches(tmp_path):
                                        "sizes"])
     assert result.exit_code == 2
     assert "nothing for part sizes here: it needs bench-sizes-<size>-b<B>.json" in result.output
+
+
+def test_every_rung_measured_is_a_row_in_the_ladder_s_order(tmp_path):
+    # The committed 8B run's bench holds 14 rungs: each is a row, in harness/variants.py's
+    # order; a rung the table does not name (here a copy of fused called `mystery`) comes last.
+    study = tmp_path / "sizes-y"
+    study.mkdir()
+    bench = Path(__file__).parent.parent / "docs" / "ladder8b-20261202" / "study"
+    data = json.loads((bench / "bench-sizes-8b-b1.json").read_text())
+    fused = next(r for r in data["results"] if r["variant"] == "fused")
+    data["results"].insert(0, fused | {"variant": "mystery"})
+    (study / "bench-sizes-8b-b1.json").write_text(json.dumps(data))
+    t = ladder_table(size_benches(study)).set_index("rung")
+    assert list(t.index) == ["naive", "kv", "kv-expandable", "static", "pipelined",
+                             "pipelined-seed", "deferred", "check-every-k", "graphed-sync",
+                             "graphed", "fused", "while-graph", "while-fused", "nocheck",
+                             "mystery"]
+    assert t.loc["while-fused"].tolist() == ["4.433", "226", "88.2"]
+    assert t.loc["mystery"].tolist() == t.loc["fused"].tolist() == ["4.443", "225", "88.0"]
+
+
+def test_what_one_graph_a_token_buys_at_8b():
+    # bench-sizes-8b-b1.json: naive 26.389 ms/token is the fastest of the eight rungs that launch
+    # from Python each step; graphed 5.288: 26.389 / 5.288 = 4.99x.
+    study = Path(__file__).parent.parent / "docs" / "ladder8b-20261202" / "study"
+    benches = {k: v for k, v in size_benches(study).items() if k == ("8b", 1)}
+    text = " ".join(" ".join(sizes_findings(benches, pd.DataFrame())).split())
+    assert ("What one CUDA graph a token buys:** `graphed` against the fastest rung that launches "
+            "from Python each step: 5.0x at 8b (8.03B) b1 (the fastest eager rung, `naive`, "
+            "26.389 ms/token, against 5.288).") in text

@@ -23,8 +23,15 @@ from ..study.text import SAME_PROCESS, bullet, listing, pct
 BENCH = re.compile(r"bench-sizes-(?P<size>[0-9a-z]+)-b(?P<batch>\d+)$")
 CAPTURE = re.compile(r"Z-sizes-(?P<size>[0-9a-z]+)-(?P<rung>.+)-b(?P<batch>\d+)$")
 SIZES = ("small", "1b", "8b")
-RUNGS = ("naive", "kv", "static", "compiled", "pipelined", "hf-generate", "graphed-sync",
-         "graphed", "fused", "nocheck")
+# The ladder's order (harness/variants.py); a rung a bench holds that is not named here comes
+# after these, in the bench's order: no measured row is left out of the table.
+RUNGS = ("naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
+         "deferred", "check-every-k", "hf-generate", "graphed-sync", "graphed", "fused",
+         "while-graph", "while-fused", "nocheck")
+
+# The rungs whose step is one graph launch or one fused step (or the whole loop one launch):
+# the others launch their kernels from Python every step.
+ON_THE_GPU = ("graphed-sync", "graphed", "fused", "while-graph", "while-fused")
 
 
 def _order(size: str) -> int:
@@ -61,6 +68,8 @@ def label(size: str, batch: int, model: dict) -> str:
 def ladder_table(benches: dict) -> pd.DataFrame:
     """One row a rung, per configuration its ms/token, tokens/s and % of the bandwidth floor."""
     names = [v for v in RUNGS if any(v in rows.index for rows, _ in benches.values())]
+    names += list(dict.fromkeys(v for rows, _ in benches.values() for v in rows.index
+                                if v not in names))
     out = []
     for v in names:
         row = {"rung": v}
@@ -113,6 +122,17 @@ def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
     if best:
         out.append(bullet("The fastest rung:", f"untraced, {SAME_PROCESS} a configuration, "
                           + listing(best) + "."))
+    graph = []
+    for (size, batch), (rows, model) in benches.items():
+        eager = [v for v in rows.index if v not in ON_THE_GPU]
+        if eager and "graphed" in rows.index:
+            e = rows.loc[eager, "ms_per_step_median"]
+            g = rows.loc["graphed", "ms_per_step_median"]
+            graph.append(f"{e.min() / g:.1f}x at {label(size, batch, model)} (the fastest eager "
+                         f"rung, `{e.idxmin()}`, {e.min():.3f} ms/token, against {g:.3f})")
+    if graph:
+        out.append(bullet("What one CUDA graph a token buys:", "`graphed` against the fastest "
+                          "rung that launches from Python each step: " + listing(graph) + "."))
     if not sync.empty:
         costs = [f"{r['.item() µs/step']} µs a step at {r['configuration']} ({r['.item() share']}"
                  " of graphed-sync's step)" for _, r in sync.iterrows()]

@@ -9,7 +9,7 @@ SOURCES = {
     "aa": "docs/aa-20261201",
     "family": "docs/llama-20261201",
     "loop": "docs/whilegraph-20261201",
-    "sizes": "docs/sizes-20261202/study",
+    "sizes": "docs/ladder8b-20261202/study",
     "host": ".",
     "overview": ".",
 }
