@@ -29,15 +29,21 @@ def test_floor_shares_by_side_and_batch():
 
 
 def test_the_8b_table_and_the_fold_s_a_b_are_the_committed_h200_runs():
-    # docs/sizes-20261202: one process a side and batch (the spread is of its 5 runs), and the
-    # three fused steps of one process; VARIANTS.md quotes both.
+    # docs/ladder8b-20261202/peer.json: two processes a side and batch (the spread is between
+    # their medians); docs/sizes-20261202: the three fused steps of one process, and the earlier
+    # one-process peer run (gpt-fast 5.051 then 4.722 at batch 1: 4.722 / 5.051 - 1 = -6.5%).
+    # VARIANTS.md quotes them.
     from analysis.study.doc_variants import fused_8b, peer_8b
 
     root = RUN.parent.parent.parent
     table = peer_8b(root).split("\n\n")[0].splitlines()
     assert table[2:] == [
-        "| 1 | 5.051 (5.047-5.052) | 4.356 (4.355-4.356) | 1.16x | 77.5 | 95.1 |",
-        "| 8 | 5.405 (5.404-5.407) | 4.470 (4.469-4.470) | 1.21x | 72.5 | 87.5 |"]
+        "| 1 | 4.722 (4.693-4.750) | 4.408 (4.408-4.409) | 1.07x | 81.8 | 87.6 |",
+        "| 8 | 5.596 (5.565-5.627) | 4.519 (4.518-4.519) | 1.24x | 69.5 | 85.8 |"]
+    text = " ".join(peer_8b(root).split())
+    assert "copy rates ran 3942-4166 GB/s" in text
+    assert "gpt-fast 5.051 at batch 1 (-6.5% now)" in text
+    assert "gpt-fast's decode moved up to 6.5%, `fused`'s up to 1.2%" in text
     fold = fused_8b(root).split("\n\n")[0].splitlines()
     assert [row.split(" | ")[1:4] for row in fold[2:]] == [
         ["5", "5.031 (5.028-5.033)", "77.8"], ["10", "4.659 (4.656-4.663)", "84.0"],

@@ -209,19 +209,24 @@ FOLD_WAYS = (
 )
 
 
+PEER_8B = "docs/ladder8b-20261202/peer.json"  # the run quoted; SIZES/peer.json the call before
+
+
 def peer_8b(root: Path) -> str:
-    """The peer table at llama-3-8b (docs/sizes-20261202/peer.json): each side's ms/token, the
-    spread of its runs inside the process, the speedup and the floor shares, by batch."""
-    doc = json.loads((root / SIZES / "peer.json").read_text())
+    """The peer table at llama-3-8b (PEER_8B): each side's ms/token (the median over processes of
+    each one's median) with the spread between its processes, the speedup and the floor shares,
+    by batch; then the earlier call's one-process figures (SIZES/peer.json) beside them."""
+    doc = json.loads((root / PEER_8B).read_text())
     rows = {(r["side"], r["batch"]): r for r in doc["rows"]}
     batches = sorted({b for _, b in rows})
-    lines = ["| batch | gpt-fast ms/token (its 5 runs) | `fused` ms/token (its 5 runs) | "
-             "`fused` vs gpt-fast | gpt-fast % floor | `fused` % floor |",
+    procs = doc["config"]["processes"]
+    lines = [f"| batch | gpt-fast ms/token ({procs} processes) | `fused` ms/token ({procs} "
+             "processes) | `fused` vs gpt-fast | gpt-fast % floor | `fused` % floor |",
              "| --- | --- | --- | --- | --- | --- |"]
 
     def cell(side: str, b: int) -> str:
-        runs = doc["runs"][f"{b}/{side}"][0]["ms_per_token"]
-        return f"{rows[(side, b)]['ms_per_token_median']:.3f} ({min(runs):.3f}-{max(runs):.3f})"
+        r = rows[(side, b)]
+        return f"{r['ms_per_token_median']:.3f} ({r['min']:.3f}-{r['max']:.3f})"
 
     for b in batches:
         lines.append(f"| {b} | {cell('gpt-fast', b)} | {cell('fused', b)} | "
@@ -233,17 +238,31 @@ def peer_8b(root: Path) -> str:
     g = floor(root, "graph-replayed")
     inside = [f"batch {b}" for b in batches
               if not beyond(rows[("fused", b)]["speedup_vs_gpt_fast"], g)]
-    floors = listing([f"{rows[(s, b)]['floor_ms_per_token']:.3f}" for b in batches
-                      for s in ("gpt-fast", "fused")])
+    rates = [r["copy_bytes_per_s"] / 1e9 for rs in doc["runs"].values() for r in rs
+             if r.get("copy_bytes_per_s")]
+    best = {b: max(r["copy_bytes_per_s"] for k, rs in doc["runs"].items()
+                   if k.startswith(f"{b}/") for r in rs) / 1e9 for b in batches}
+    old = json.loads((root / SIZES / "peer.json").read_text())
+    was = {(r["side"], r["batch"]): r["ms_per_token_median"] for r in old["rows"]}
+    change = {(side, b): rows[(side, b)]["ms_per_token_median"] / was[(side, b)] - 1
+              for side in ("gpt-fast", "fused") for b in batches if (side, b) in was}
+    moved = listing([f"{side} {was[(side, b)]:.3f} at batch {b} ({change[side, b]:+.1%} now)"
+                     for side, b in change])
+    most = {side: max(abs(c) for (s_, _), c in change.items() if s_ == side)
+            for side in ("gpt-fast", "fused") if any(s_ == side for s_, _ in change)}
     return "\n".join(lines) + "\n\n" + (
-        f"One process a side and batch, {doc['config']['repeats']} timed runs in each (the "
-        "spread in brackets is theirs, not between processes), the sides run one after the "
-        f"other ({SIZES}/peer.json, `scripts/sizes-h200.sh peer` with PEER_PROCESSES=1). Each "
-        f"ratio is of two processes ({BETWEEN_PROCESSES}): "
+        f"{procs} processes a side and batch, {doc['config']['repeats']} timed runs in each, "
+        "the sides and batches interleaved process by process (in brackets: the processes' "
+        f"medians, lowest and highest; {PEER_8B}, `scripts/sizes-h200.sh peer`). Each ratio is "
+        f"of two processes ({BETWEEN_PROCESSES}): "
         + (f"{listing(inside)} within noise" if inside else "every one beyond the noise")
-        + f" ({floor_note([g])}). Each process measured its own copy rate for its floor, so the "
-        f"floors differ ({floors} ms a token, gpt-fast then `fused` at each batch): a floor "
-        "share here moves with that one measurement as much as with the rung.")
+        + f" ({floor_note([g])}). The processes' own copy rates ran {min(rates):.0f}-"
+        f"{max(rates):.0f} GB/s; every row of a batch takes its floor at the highest of them "
+        "(scripts/peer_report.py, best_rates: "
+        + listing([f"{best[b]:.0f} GB/s at batch {b}" for b in batches]) + "). "
+        f"An earlier session's call, one process a side ({SIZES}/peer.json), measured "
+        f"{moved}: between sessions gpt-fast's decode moved up to {most['gpt-fast']:.1%}, "
+        f"`fused`'s up to {most['fused']:.1%}, so a ratio is its own run's, not a constant.")
 
 
 def fused_8b(root: Path) -> str:
