@@ -185,3 +185,17 @@ def test_beam_search_and_an_encoder_decoder_unseen_by_the_tests(loaded):
     assert (len(t5.steps), s["steps_inferred_by"]) == (31, (
         "repeating sequence of 268 launches (100% the same), phase after cudaStreamSynchronize"))
     assert (t5.run.info["capture"]["range"], s["untraced"]["steps"]) == ("cudaProfilerApi", 30)
+
+
+def test_an_encoder_decoder_s_forwards_are_its_steps_once_traced(loaded):
+    """unseen/t5_gen.py again, from main at e2d852f (step_functions.ENCODER_DECODERS): each of
+    its 32 decoder forwards is a step, the decoder stack the top host row, the twin of them
+    all; the encoder's one run and the logits processors between forwards lie outside."""
+    t5 = loaded(USER / "unseen" / "20261202T160227Z-t5_gen")
+    s = t5.summary
+    assert (len(t5.steps), s["steps_from"], s["untraced"]["steps"]) == (32, "function", 32)
+    assert s["untraced"]["period_ns_median"] == 7651367
+    assert [(r["name"], round(r["share"], 4)) for r in s["host"]["rows"][:2]] == [
+        ("transformers.models.t5.modeling_t5.T5Stack.forward", 0.7917),
+        (G + "utils.GenerationMixin._sample", 0.0333)]
+    assert s["unattributed_ops"] == 1424

@@ -380,3 +380,35 @@ def test_an_unknown_option_is_named_as_one_not_as_a_missing_program(tmp_path, op
     assert result.stderr == (f"gapscope: error: no such option: {option} (`gapscope profile "
                              "--help` lists them; the program's command goes after --)\n")
     assert run_dirs(tmp_path) == []
+
+
+def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_code(installed,
+                                                                                  tmp_path):
+    """It fails before any cudaProfilerStart (its file speaks of one, so the window is tried
+    first): captured whole again, the capture analysed, no twin (it would fail too), and
+    gapscope exits with the program's status, the last line saying the report is partial."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "loop.py").write_text("# its window: torch.cuda.profiler.start()\nimport sys\n"
+                                  "print('boom', file=sys.stderr)\nsys.exit(3)\n")
+    result = gapscope(installed, tmp_path, "profile", "--", PY, "loop.py", "--device", "cpu",
+                      FAKE_NSYS_PROFILE="nowindow")
+    (run,) = run_dirs(tmp_path)
+    first, second = [c[1:c.index("-o")] for c in nsys_calls(tmp_path) if c[:1] == ["profile"]]
+    assert first[0] == "--capture-range=cudaProfilerApi" and second[0] == "--trace=cuda,nvtx"
+    lines = result.stderr.splitlines()
+    assert ("gapscope: the program failed (exit code 3) with no cudaProfilerStart before: "
+            "capturing the whole run again, to analyse what ran before the failure") in lines
+    assert ("gapscope: warning: the program failed with exit code 3 (boom): analysing what nsys "
+            "captured before it stopped") in lines
+    assert f"{run.name}: device 0, 20 steps" in result.stdout
+    assert (run / "report.md").is_file()
+    record = json.loads((run / "run.json").read_text())
+    assert record["program_exit_code"] == 3
+    assert record["hook"]["twin"] == {
+        "runs": 0, "written": False,
+        "why": "the program failed (exit code 3): a run without the profiler would too"}
+    assert result.returncode == 3
+    assert last_line(result.stderr) == (
+        "gapscope: error: the program failed with exit code 3: the report above is of what ran "
+        f"before it stopped (the log: {run}/nsys.log)")

@@ -68,6 +68,7 @@ class Captured:
     run: Path
     choice: StepChoice
     held: dict
+    program_exit_code: int = 0  # not 0: the program failed; the capture is of what ran before
 
 
 def new_run_dir(base: Path, name: str) -> Path:
@@ -195,11 +196,14 @@ def run_profile(r: Request) -> Captured:
     log = run / "nsys.log"
     full, rc = capture(nsys.path, flags, run, cmd, env, "w")
     rep, sqlite = run / "capture.nsys-rep", run / "capture.sqlite"
-    if (rc == 0 and not rep.exists() and not (run / "capture.qdstrm").exists()
+    if (not rep.exists() and not (run / "capture.qdstrm").exists()
             and capture_range == "cudaProfilerApi" and not ok.range_given):
-        # A program as it is seldom opens a capture range: capture all of it instead.
+        # A program as it is seldom opens a capture range: capture all of it instead. One that
+        # failed before opening it is captured whole too: what ran before the failure is kept.
         note("the program never called cudaProfilerStart: capturing the whole run again "
-             "(--range all; pass it to skip the first try)")
+             "(--range all; pass it to skip the first try)" if rc == 0 else
+             f"the program failed (exit code {rc}) with no cudaProfilerStart before: capturing "
+             "the whole run again, to analyse what ran before the failure")
         with open(log, "a") as f:
             f.write("gapscope: no cudaProfilerStart: capturing again with --range all\n")
         capture_range = "all"
@@ -209,10 +213,15 @@ def run_profile(r: Request) -> Captured:
                               "range_fallback": "the program never called cudaProfilerStart"}
         record["nsys"]["command"] = shlex.join(full)
         write_json(run_json, record)
-    # nsys exits with the status of the program it ran.
-    if rc != 0:
+    # nsys exits with the status of the program it ran; it writes the capture all the same.
+    if rc != 0 and not rep.exists():
         raise ProfileError(f"the program under nsys failed with exit code {rc}: "
                            f"{last_message(log)} (all of it in {log})", rc)
+    if rc != 0:
+        note(f"warning: the program failed with exit code {rc} ({last_message(log)}): "
+             "analysing what nsys captured before it stopped")
+        record["program_exit_code"] = rc
+        write_json(run_json, record)
 
     if not rep.exists():
         raise ProfileError(no_capture_message(run, capture_range, nsys.version))
@@ -249,10 +258,16 @@ def run_profile(r: Request) -> Captured:
     else:
         problem, held = contents_problem(sqlite, choice.pattern, capture_range)
     write_json(run_json, record | {"captured": held})
+    if problem and rc != 0:
+        raise ProfileError(f"the program under nsys failed with exit code {rc}: "
+                           f"{last_message(log)} (all of it in {log}); what it ran before: "
+                           f"{problem}", rc)
     if problem:
         raise ProfileError(problem)
 
-    why_not = "--no-twin" if r.no_twin else no_twin_reason(choice, capture_range)
+    why_not = ("--no-twin" if r.no_twin else
+               f"the program failed (exit code {rc}): a run without the profiler would too"
+               if rc != 0 else no_twin_reason(choice, capture_range))
     if why_not is None:
         twin_env = {k: v for k, v in host.items() if k == HOST_VARIABLE}
         record["hook"]["twin"] = untraced_twin(cmd, run, choice, names, capture_range,
@@ -262,4 +277,4 @@ def run_profile(r: Request) -> Captured:
             note(f"no untraced twin: {why_not}")
         record["hook"]["twin"] = {"runs": 0, "written": False, "why": why_not}
     write_json(run_json, record | {"captured": held})
-    return Captured(run, choice, held)
+    return Captured(run, choice, held, rc)

@@ -96,3 +96,7 @@ def profile(ctx, **options):
         raise Failed(f"the analysis failed on {run}: {e.format_message()}", e.exit_code) from None
     steps = ("steps inferred" if choice.steps_from == "inferred" else f"{held['steps']} steps")
     note(f"done: {run} ({steps}, {held['kernels']} kernels captured)")
+    if done.program_exit_code:
+        raise Failed(f"the program failed with exit code {done.program_exit_code}: the report "
+                     f"above is of what ran before it stopped (the log: {run}/nsys.log)",
+                     done.program_exit_code)
