@@ -49,3 +49,16 @@ def test_the_8b_table_and_the_fold_s_a_b_are_the_committed_h200_runs():
         ["5", "5.031 (5.028-5.033)", "77.8"], ["10", "4.659 (4.656-4.663)", "84.0"],
         ["8", "4.354 (4.351-4.356)", "89.9"]]
     assert "kernels ran 4277 µs of it" in " ".join(fused_8b(root).split())
+
+
+def test_the_8b_metrics_block_is_the_committed_h200_captures():
+    # docs/ladder8b-20261202/metrics: graphed and fused at llama:8b batch 1, GPU metrics over
+    # steps 31-90 with their twins. fused: 3545 GB/s median DRAM read at the run's 4057 GB/s
+    # copy rate = 87.4%.
+    from analysis.study.doc_variants import metrics_8b
+
+    root = RUN.parent.parent.parent
+    table = metrics_8b(root).split("\n\n")[0].splitlines()
+    assert table[2:] == ["| `graphed` | 5.235 | 76.2 | 3018 | 74.9% | 65.5% | 99.9% |",
+                         "| `fused` | 4.342 | 91.3 | 3545 | 87.4% | 74.8% | 99.8% |"]
+    assert "over steps 31-90" in " ".join(metrics_8b(root).split())

@@ -44,6 +44,7 @@ BLOCKS = {
     ("docs/VARIANTS.md", "peer-notes"): "analysis.study.doc_variants:peer_notes",
     ("docs/VARIANTS.md", "peer-8b"): "analysis.study.doc_variants:peer_8b",
     ("docs/VARIANTS.md", "fused-8b"): "analysis.study.doc_variants:fused_8b",
+    ("docs/VARIANTS.md", "metrics-8b"): "analysis.study.doc_variants:metrics_8b",
 }
 # What publish covers besides docs/RESULTS.md: each file is checked for its blocks and for
 # figures outside them.

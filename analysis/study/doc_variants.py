@@ -305,3 +305,44 @@ def fused_8b(root: Path) -> str:
         f"few hundred cache slots) and the split sums with the norm {share('_split_sum_norm')} "
         f"({total['us_each']:.1f} µs each, one program a row): the latency-bound rest, where "
         "a step of this shape still has time to win.")
+
+
+METRICS_8B = "docs/ladder8b-20261202/metrics"
+
+
+def metrics_8b(root: Path) -> str:
+    """The GPU-metrics captures of graphed and fused at llama:8b batch 1 (METRICS_8B): per rung
+    the twin's period, the floor's share of it, and the medians over the steps of DRAM read
+    (GB/s, and its share of the copy rate the run measured), SMs and GR active."""
+    from ..study.captures import analysed
+
+    runs = sorted((root / METRICS_8B).glob("*Z-*-8b-metrics"))
+    lines = ["| rung | untraced ms/step | % floor | DRAM read GB/s (median step) | of the copy "
+             "rate | SMs active | GR active |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    first = None
+    for run, _, (a, *_), _ in analysed(runs):
+        s, steps = a.summary, a.steps
+        copy = s["floor"]["copy_gbps"]
+        read = float(steps["dram_read_gbps"].median())
+        lines.append(f"| `{run.info['config']['variant']}` | "
+                     f"{s['untraced']['period_ns_median'] / 1e6:.3f} | "
+                     f"{s['floor']['floor_pct_of_untraced_period']:.1f} | {read:.0f} | "
+                     f"{pct(read / copy, 1)} | {steps['sm_active_pct'].median():.1f}% | "
+                     f"{steps['gr_active_pct'].median():.1f}% |")
+        if first is None:
+            first = (run, a)
+    run, a = first
+    c, gm = run.info["config"], a.summary["gpu_metrics"]
+    start, stop = (int(x) for x in c["window"].split(":"))
+    per_layer = dict((way, k) for way, _, k in FOLD_WAYS)["folded"]
+    return "\n".join(lines) + "\n\n" + (
+        f"`scripts/profile.sh RUNG --metrics --model llama:8b --dtype bf16 --batch {c['batch']} "
+        f"--new-tokens {c['new_tokens']} --window {c['window']}`: nsys's GPU metrics at "
+        f"{1e9 / gm['sample_period_ns_median']:.0f} samples a second over steps "
+        f"{start + 1}-{stop} (no CUDA trace), each with its untraced twin "
+        f"({METRICS_8B}). DRAM read is the median over the steps (the first step of a window "
+        "is partly before sampling starts); the floor's share is of the twin's period, at the "
+        "copy rate each run measured. Both graphs keep the GPU busy (GR active); what separates "
+        "them is how much of the step the SMs spend reading the weights: `graphed`'s small "
+        f"kernels between its GEMMs leave DRAM idle, `fused`'s {per_layer} kernels a layer "
+        "leave it far less.")
