@@ -139,6 +139,55 @@ class StepTimeline:
         }
 
 
+class LoopSpan:
+    """A StepTimeline that times the loop whole: a mark at the start of step 1 and one at the end
+    of step `last`, nothing between (an event pair every step adds host work the decode does not
+    do): what a benchmark of ms a token wants. CUDA events on the stream the step runs on, the
+    host clock off CUDA; a loop that never returns to the host gives its device stamps
+    (`set_stamps`) and the first start and last end are kept. `ms_per_step()` after the run."""
+
+    def __init__(self, last: int):
+        self.last, self.on, self.marks = last, True, {}
+        self.cuda = torch.cuda.is_available()
+        self.source = "cuda-events" if self.cuda else "host-clock"
+
+    def _mark(self):
+        if not self.cuda:
+            return time.perf_counter_ns()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream())
+        return event
+
+    @contextmanager
+    def span(self, i: int):
+        if i == 1:
+            self.marks["start"] = self._mark()
+        yield
+        if i == self.last:
+            self.marks["end"] = self._mark()
+
+    def end_early(self) -> None:
+        pass
+
+    def set_stamps(self, start_ns: list[int], end_ns: list[int], source: str) -> None:
+        self.marks = {"start": int(start_ns[0]), "end": int(end_ns[-1])}
+        self.source = source
+
+    def ms_per_step(self) -> float:
+        """ms from step 1's start to step `last`'s end, over `last`; raises KeyError when the
+        run never reached step `last`."""
+        start, end = self.marks["start"], self.marks["end"]
+        if isinstance(start, int):
+            return (end - start) / 1e6 / self.last
+        end.synchronize()
+        return start.elapsed_time(end) / self.last
+
+
+def loop_span_window(last: int) -> "ProfilerWindow":
+    """No capture range; the loop from step 1 to step `last` timed whole (LoopSpan)."""
+    return ProfilerWindow(0, 0, False, timeline=LoopSpan(last))
+
+
 @dataclass
 class ProfilerWindow:
     """Profile steps start+1 .. stop: cudaProfilerStart before step start+1, Stop after step stop.

@@ -85,33 +85,10 @@ def stand_in_tokenizer_imports() -> None:
             sys.modules[name] = module
 
 
-class LoopSpan:
-    """A StepTimeline stand-in: CUDA events at the start of step 1 and the end of step `last`
-    only (an event pair every step would add host work the decode does not do)."""
-
-    def __init__(self, last: int):
-        self.last, self.on, self.marks = last, True, {}
-
-    @contextmanager
-    def span(self, i: int):
-        import torch
-
-        if i == 1:
-            self.marks["start"] = torch.cuda.Event(enable_timing=True)
-            self.marks["start"].record()
-        yield
-        if i == self.last:
-            self.marks["end"] = torch.cuda.Event(enable_timing=True)
-            self.marks["end"].record()
-
-    def end_early(self) -> None:
-        pass
-
-
 def ours_worker(args) -> dict:
 
     from harness.config import RunConfig, validate
-    from harness.instrument import ProfilerWindow, no_window
+    from harness.instrument import loop_span_window, no_window
     from harness.model import weight_bytes
     from harness.run import load_model, make_decoder
 
@@ -122,10 +99,10 @@ def ours_worker(args) -> dict:
     decode = make_decoder(model, cfg)
 
     def once() -> float:
-        window = ProfilerWindow(0, 0, False, timeline=LoopSpan(n))
+        window = loop_span_window(n)
         result = decode(window)
         assert result["steps_run"] == n, result["steps_run"]
-        return window.timeline.marks["start"].elapsed_time(window.timeline.marks["end"]) / n
+        return window.timeline.ms_per_step()
 
     dtype = next(model.parameters()).dtype
     report = measure(once, args, "greedy (argmax), then the stop schedule's bookkeeping",

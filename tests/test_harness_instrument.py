@@ -126,3 +126,34 @@ def test_an_active_window_on_cuda_is_also_one_nvtx_range(ranges, monkeypatch):
     assert ranges == ["Step 1", ")", "gapscope window", "Step 2", ")", "Step 3", ")", ")",
                       "Step 4", ")"]
     assert calls == ["start", "stop"]
+
+
+def test_a_loop_span_times_step_1_to_the_last_with_two_marks(monkeypatch):
+    # Off CUDA the marks are the host clock. With a clock that ticks 1 ms a read, the span's two
+    # marks are consecutive reads (nothing between reads this clock: one mark at step 1's start,
+    # one at step 3's end, none a step), 1 ms apart: 1/3 ms a step.
+    ticks = iter(range(0, 10**9, 1_000_000))
+    monkeypatch.setattr(instrument.time, "perf_counter_ns", lambda: next(ticks))
+    cfg = validate(RunConfig(variant="nocheck", model="tiny", batch=2, new_tokens=3,
+                             device="cpu"))
+    window = instrument.loop_span_window(3)
+    make_decoder(build_model("tiny", "fp32", "cpu", 0), cfg)(window)
+    span = window.timeline
+    assert (span.source, span.marks["end"] - span.marks["start"]) == ("host-clock", 1_000_000)
+    assert span.ms_per_step() == pytest.approx(1 / 3)
+
+
+def test_a_loop_span_keeps_a_device_loop_s_first_start_and_last_end():
+    span = instrument.LoopSpan(2)
+    span.set_stamps([10, 2_000_030], [1_000_020, 4_000_050], "device-globaltimer")
+    assert (span.marks, span.source) == ({"start": 10, "end": 4_000_050}, "device-globaltimer")
+    assert span.ms_per_step() == pytest.approx(2.00002)
+
+
+def test_a_loop_span_of_a_run_that_stopped_short_has_no_end():
+    cfg = validate(RunConfig(variant="kv", model="tiny", batch=2, new_tokens=3, device="cpu",
+                             stop="fixed:2"))
+    window = instrument.loop_span_window(3)
+    make_decoder(build_model("tiny", "fp32", "cpu", 0), cfg)(window)
+    with pytest.raises(KeyError):
+        window.timeline.ms_per_step()

@@ -1,5 +1,7 @@
 """The one device call of issue 33 (H200): the new shapes on the GPU; its output is probe.json
-and probe.log beside it. Run from a copy of the tree as `OUT=DIR python3 probe.py`."""
+and probe.log beside it. Run from a copy of the tree as `OUT=DIR python3 probe.py`. Its ms a token
+are harness.instrument's LoopSpan's (an event at step 1's start, one at the last step's end);
+probe.log was made by a copy that held the same two events in a class of its own."""
 import json
 import os
 import sys
@@ -37,7 +39,7 @@ import torch  # noqa: E402
 from harness.bench import copy_bytes_per_s  # noqa: E402
 from harness.config import RunConfig, validate  # noqa: E402
 from harness.floor import floor, model_shape  # noqa: E402
-from harness.instrument import ProfilerWindow, no_window  # noqa: E402
+from harness.instrument import loop_span_window, no_window  # noqa: E402
 from harness.model import build_model, model_record, weight_bytes  # noqa: E402
 from harness.run import make_decoder  # noqa: E402
 from harness.variants import set_expandable_segments  # noqa: E402
@@ -50,26 +52,6 @@ R["copy_bytes_per_s"] = rate
 log(f"copy rate {rate / 1e9:.0f} GB/s")
 
 
-class Span:
-    def __init__(self, last):
-        self.last, self.on, self.marks = last, True, {}
-
-    from contextlib import contextmanager
-
-    @contextmanager
-    def span(self, i):
-        if i == 1:
-            self.marks["s"] = torch.cuda.Event(enable_timing=True)
-            self.marks["s"].record()
-        yield
-        if i == self.last:
-            self.marks["e"] = torch.cuda.Event(enable_timing=True)
-            self.marks["e"].record()
-
-    def end_early(self):
-        pass
-
-
 def cfg_of(name, variant, batch, n, dtype="bf16", prec="high", stop="none"):
     return validate(RunConfig(variant=variant, model=name, batch=batch, new_tokens=n, dtype=dtype,
                               matmul_precision=prec, stop=stop, device="cuda"))
@@ -80,9 +62,9 @@ def ms_per_token(model, cfg, runs=3):
     decode(no_window())
     ms = []
     for _ in range(runs):
-        w = ProfilerWindow(0, 0, False, timeline=Span(cfg.new_tokens))
+        w = loop_span_window(cfg.new_tokens)
         r = decode(w)
-        ms.append(w.timeline.marks["s"].elapsed_time(w.timeline.marks["e"]) / cfg.new_tokens)
+        ms.append(w.timeline.ms_per_step())
     tokens = decode(no_window())["tokens"]
     return sorted(ms)[len(ms) // 2], ms, tokens, r
 

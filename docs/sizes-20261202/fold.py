@@ -7,13 +7,14 @@ fold-glu.log, is of an earlier folded step that also made silu(gate) * up in the
 prologue (7 a layer): dropped, as that step ran 7.08 ms a token against mix's 4.87. Timed: ms a
 token by CUDA events over 100 tokens, and the floor share; then a torch.profiler kernel table
 of `folded` at batch 1. Output fold.json and stdout (fold.log) beside it.
-Run from the repository root as `OUT=DIR python3 docs/sizes-20261202/fold.py`."""
+Run from the repository root as `OUT=DIR python3 docs/sizes-20261202/fold.py`. The timing is
+harness.instrument's LoopSpan (an event at step 1's start, one at step 100's end); fold.log was made
+by a copy of this file that held the same two events in a class of its own."""
 import json
 import os
 import statistics
 import sys
 import time
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +24,7 @@ from harness import llama_fused, llama_ops  # noqa: E402
 from harness.bench import copy_bytes_per_s  # noqa: E402
 from harness.config import RunConfig, validate  # noqa: E402
 from harness.floor import floor, model_shape  # noqa: E402
-from harness.instrument import ProfilerWindow, no_window  # noqa: E402
+from harness.instrument import loop_span_window, no_window  # noqa: E402
 from harness.model import build_model, weight_bytes  # noqa: E402
 from harness.run import make_decoder  # noqa: E402
 
@@ -57,24 +58,6 @@ def setup(way):
     llama_fused.linear_residual = unfolded if way == "mix" else FOLDED
 
 
-class Span:
-    def __init__(self, last):
-        self.last, self.on, self.marks = last, True, {}
-
-    @contextmanager
-    def span(self, i):
-        if i == 1:
-            self.marks["s"] = torch.cuda.Event(enable_timing=True)
-            self.marks["s"].record()
-        yield
-        if i == self.last:
-            self.marks["e"] = torch.cuda.Event(enable_timing=True)
-            self.marks["e"].record()
-
-    def end_early(self):
-        pass
-
-
 def cfg(batch):
     return validate(RunConfig(variant="fused", model="llama:8b", batch=batch, new_tokens=100,
                               dtype="bf16", matmul_precision="high", stop="none", device="cuda"))
@@ -94,9 +77,9 @@ def timed(way, b):
     setup(way)
     decode = make_decoder(m, cfg(b))
     tokens.setdefault((way, b), decode(no_window())["tokens"].cpu())
-    w = ProfilerWindow(0, 0, False, timeline=Span(100))
+    w = loop_span_window(100)
     decode(w)
-    ms = w.timeline.marks["s"].elapsed_time(w.timeline.marks["e"]) / 100
+    ms = w.timeline.ms_per_step()
     del decode
     torch.cuda.synchronize()
     return ms
