@@ -105,7 +105,10 @@ def norm_glu(x, norm: tuple, w_gate, w_up, b_gate=None, b_up=None) -> torch.Tens
 def linear_residual(y, w, bias, x, then_norm: tuple | None = None):
     """x += y W^T + bias, in place (the o and down projections with their residual add).
     then_norm: also returns rms(x) by that norm, the next projection's input (where the GEMV is
-    split, its sum's kernel makes it: no norm kernel of its own); else None."""
+    split, its sum's kernel makes it: no norm kernel of its own); else None. The split sum's
+    norm rounds as HF's RMSNorm does (weight * (x * rstd) in x's dtype); where the GEMV is not
+    split, torch's F.rms_norm rounds once fewer, so in bf16 the two paths' h can differ by an ulp
+    in places (at fp32, where the tests compare tokens with kv's, they agree)."""
     if not use_triton(x):
         x.add_(F.linear(y, w, bias))
         return rms_ref(x, then_norm) if then_norm is not None else None
