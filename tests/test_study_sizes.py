@@ -98,3 +98,13 @@ def test_what_one_graph_a_token_buys_at_8b():
     assert ("What one CUDA graph a token buys:** `graphed` against the fastest rung that launches "
             "from Python each step: 5.0x at 8b (8.03B) b1 (the fastest eager rung, `naive`, "
             "26.389 ms/token, against 5.288).") in text
+
+
+def test_the_8b_twin_s_runs_moved_its_bubble():
+    # The 8B capture's twin: its three runs' median bubbles 37582, 124206.5 and 121536.5 ns
+    # (the first run's host left the GPU three times less idle): 111.8 µs over all its steps.
+    study = Path(__file__).parent.parent / "docs" / "ladder8b-20261202" / "study"
+    rows = sync_rows(size_benches(study), study).set_index("configuration")
+    assert rows.loc["8b (8.03B) b1", ["bubble µs traced", "bubble µs untraced",
+                                      "twin runs' bubble µs"]].tolist() == [
+        "271.3", "111.8", "37.6-124.2"]

@@ -90,7 +90,8 @@ def ladder_table(benches: dict) -> pd.DataFrame:
 
 def sync_rows(benches: dict, study: Path) -> pd.DataFrame:
     """Per configuration: graphed-sync and graphed ms/step (one process), the `.item()` cost a
-    step, and graphed-sync's median bubble traced and in its capture's untraced twin."""
+    step, and graphed-sync's median bubble traced and in its capture's untraced twin (with the
+    lowest and highest of the twin's runs' medians: how much the host moved it run to run)."""
     caps = {k: d for k, d in size_captures(study).items() if k[1] == "graphed-sync"}
     analyses = capture_rows({f"{s}-b{b}": d for (s, _, b), d in caps.items()})[1] if caps else {}
     out = []
@@ -99,13 +100,16 @@ def sync_rows(benches: dict, study: Path) -> pd.DataFrame:
             continue
         s, g = (rows.loc[v, "ms_per_step_median"] for v in ("graphed-sync", "graphed"))
         a = analyses.get(f"{size}-b{batch}", (None,))[0]
-        twin = (a.summary.get("untraced") or {}).get("bubble_ns_median") if a else None
+        u = (a.summary.get("untraced") or {}) if a else {}
+        twin, per_run = u.get("bubble_ns_median"), u.get("run_bubble_ns_medians") or []
         out.append({"configuration": label(size, batch, model),
                     "graphed-sync ms/step": f"{s:.3f}", "graphed ms/step": f"{g:.3f}",
                     ".item() µs/step": f"{(s - g) * 1e3:.1f}", ".item() share": pct((s - g) / s),
                     "bubble µs traced": "–" if a is None
                     else f"{a.summary['bubble_ns_median'] / 1e3:.1f}",
                     "bubble µs untraced": "–" if twin is None else f"{twin / 1e3:.1f}",
+                    "twin runs' bubble µs": "–" if len(per_run) < 2 else
+                    f"{min(per_run) / 1e3:.1f}-{max(per_run) / 1e3:.1f}",
                     "graph trace": "–" if a is None else a.summary.get("cuda_graph_trace", "–")})
     return pd.DataFrame(out)
 
