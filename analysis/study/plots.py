@@ -134,3 +134,29 @@ def plot_family(path: Path, by_batch: dict, title: str, order=None):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def plot_sizes(path: Path, table: pd.DataFrame, title: str):
+    """The sizes part's ladder: per rung (rows, in the table's order) one bar a configuration,
+    the share of its bandwidth floor (`<configuration> % floor` columns; `–` where not run)."""
+    keys = [c.removesuffix(" % floor") for c in table.columns if c.endswith(" % floor")]
+    rungs = list(table["rung"])
+    fig = new_figure(figsize=(8, 0.42 * len(rungs) * max(1, len(keys) / 2) + 1.4))
+    ax = fig.subplots()
+    height = 0.8 / max(1, len(keys))
+    colours = ("#9ecae1", "#4292c6", "#08519c", "#08306b")
+    for k, key in enumerate(keys):
+        shares = [float(x) if x != "–" else 0.0 for x in table[f"{key} % floor"]]
+        ys = [i + (k - (len(keys) - 1) / 2) * height for i in range(len(rungs))]
+        ax.barh(ys, shares, height=height, color=colours[k % len(colours)], label=key)
+        for y, share, ms in zip(ys, shares, table[f"{key} ms/token"], strict=True):
+            if ms != "–":
+                ax.text(share, y, f" {ms} ms", va="center", fontsize=6)
+    ax.set_yticks(range(len(rungs)), rungs)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 110)
+    ax.set_xlabel("% of the bandwidth floor (untraced; label: ms a token)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

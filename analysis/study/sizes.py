@@ -151,18 +151,25 @@ def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
 
 
 def sizes_sections(study: Path, fig: Path | None = None) -> list:
-    """The part's Markdown (no figure of its own: `fig` is taken for the parts' one signature)."""
+    """The part's Markdown; its figure (each rung's floor share by size) into `fig` when given."""
     benches = size_benches(study)
     if not benches:
         return []
     sync = sync_rows(benches, study)
+    table = ladder_table(benches)
     parts = [f"## The ladder at the sizes people decode ({study.name})",
              "Each configuration (size and batch) is one `harness bench` process, random "
              "weights (the 1B and 8B shapes drawn on the GPU); the floor is harness/floor.py's, "
              "at the copy rate each process measured.",
              *sizes_findings(benches, sync),
              "### Untraced (harness bench, one process a configuration)",
-             frame_md_table(ladder_table(benches))]
+             frame_md_table(table)]
+    if fig is not None:
+        from ..study.plots import plot_sizes
+
+        plot_sizes(fig / "sizes.png", table, "The ladder by model size: the share of the "
+                   "bandwidth floor each rung reaches")
+        parts.append("![the ladder by model size](figures/sizes.png)")
     if not sync.empty:
         parts += ["### The per-step sync (`graphed-sync` against `graphed`; captures graph by "
                   "graph, untraced = the capture's twin)", frame_md_table(sync)]
