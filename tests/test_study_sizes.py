@@ -61,6 +61,8 @@ def test_the_sizes_part_in_results_md(tmp_path):
     assert ("`fused` at small (125M) b1 (0.469 ms/token, 25.6% of the floor) and `fused` at 8b "
             "(8.03B) b8 (0.636 ms/token, 21.1% of the floor)") in " ".join(text.split())
     assert "48.7 µs traced against 29.3 in its twin at small (125M) b1" in " ".join(text.split())
+    assert "![the ladder by model size](figures/sizes.png)" in text
+    assert (out / "figures" / "sizes.png").stat().st_size > 10_000
 
 
 def test_the_sizes_part_needs_its_benches(tmp_path):

@@ -169,7 +169,7 @@ def sizes_sections(study: Path, fig: Path | None = None) -> list:
 
         plot_sizes(fig / "sizes.png", table, "The ladder by model size: the share of the "
                    "bandwidth floor each rung reaches")
-        parts.append("![the ladder by model size](figures/sizes.png)")
+    parts.append("![the ladder by model size](figures/sizes.png)")
     if not sync.empty:
         parts += ["### The per-step sync (`graphed-sync` against `graphed`; captures graph by "
                   "graph, untraced = the capture's twin)", frame_md_table(sync)]
