@@ -62,3 +62,17 @@ def test_the_8b_metrics_block_is_the_committed_h200_captures():
     assert table[2:] == ["| `graphed` | 5.235 | 76.2 | 3018 | 74.9% | 65.5% | 99.9% |",
                          "| `fused` | 4.342 | 91.3 | 3545 | 87.4% | 74.8% | 99.8% |"]
     assert "over steps 31-90" in " ".join(metrics_8b(root).split())
+
+
+def test_the_readme_s_8b_block_is_the_committed_study_and_peer_run():
+    # bench-sizes-8b-b1.json: while-fused 4.433 ms (88.2%), graphed 5.288, naive 26.389 the
+    # fastest eager rung (26.389 / 5.288 = 4.99x); peer.json: 1.07x and 1.24x.
+    from analysis.study.doc_readme import readme_sizes
+
+    text = " ".join(readme_sizes(RUN.parent.parent.parent).split())
+    assert text.startswith("**At Llama-3-8B's shape** (random bf16 weights drawn on the GPU, "
+                           "batch 1, 100 tokens, one process;")
+    for part in ("`while-fused`, runs 4.433 ms a token, 88.2% of the bandwidth floor",
+                 "(`graphed`, 5.288) is 5.0x the fastest eager rung (`naive`, 26.389)",
+                 "costs 88.3 µs (1.6% of the step)", "1.07x at batch 1 and 1.24x at batch 8"):
+        assert part in text

@@ -27,6 +27,7 @@ from pathlib import Path
 BLOCKS = {
     ("README.md", "profiler-share"): "analysis.study.doc_readme:profiler_share",
     ("README.md", "findings"): "analysis.study.doc_readme:readme_findings",
+    ("README.md", "sizes"): "analysis.study.doc_readme:readme_sizes",
     ("docs/ANALYSIS.md", "benchmark"): "analysis.study.doc_analysis:benchmark_block",
     ("docs/ANALYSIS.md", "fused-waits"): "analysis.study.doc_analysis:fused_waits",
     ("docs/ANALYSIS.md", "hta-resnet"): "analysis.study.doc_analysis:hta_resnet",

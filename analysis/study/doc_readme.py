@@ -1,6 +1,7 @@
 """README.md's generated blocks: the findings (each part's headline figures) and the profiler's
 own share over every committed capture (blocks.py registers them)."""
 
+import json
 from pathlib import Path
 
 from ..study.overview import every_capture, overview_findings
@@ -97,3 +98,37 @@ def profiler_share(root: Path) -> str:
     """README's block: nsys's overhead and share of the bubble over every committed capture."""
     return "**The profiler's own share.** " + " ".join(
         overview_findings(every_capture(root), " (docs/RESULTS.md, \"Every capture, by kind\")"))
+
+
+def readme_sizes(root: Path) -> str:
+    """README's block: the ladder at Llama-3-8B's shape (study part `sizes`) and the peer bench
+    there (VARIANTS.md's peer-8b): the fastest rung and its floor share, what one CUDA graph a
+    token buys, the `.item()` a step, and the ratio to gpt-fast's compiled decode."""
+    from ..study.doc_variants import PEER_8B
+    from ..study.sizes import ON_THE_GPU, size_benches, sync_rows
+
+    study = root / SOURCES["sizes"]
+    benches = size_benches(study)
+    (rows, _), = [v for (size, batch), v in benches.items() if (size, batch) == ("8b", 1)]
+    ms = rows["ms_per_step_median"]
+    best = ms.idxmin()
+    eager = ms[[v for v in rows.index if v not in ON_THE_GPU]]
+    sync = sync_rows(benches, study).set_index("configuration")
+    item = next(r for c, r in sync.iterrows() if c.startswith("8b "))
+    peer = json.loads((root / PEER_8B).read_text())
+    p = {(r["side"], r["batch"]): r for r in peer["rows"]}
+    batches = sorted({b for _, b in p})
+    c = json.loads((study / "bench-sizes-8b-b1.json").read_text())["config"]
+    return (
+        f"**At Llama-3-8B's shape** (random {c['dtype']} weights drawn on the GPU, batch "
+        f"{c['batch']}, {c['new_tokens']} tokens, one process; RESULTS.md's part `sizes`): the "
+        "fastest rung, "
+        f"`{best}`, runs {ms[best]:.3f} ms a token, {rows.loc[best, 'floor']['floor_pct']:.1f}% "
+        "of the bandwidth floor (the weights and KV cache read once a token at the copy rate the "
+        f"process measured); one CUDA graph a token (`graphed`, {ms['graphed']:.3f}) is "
+        f"{eager.min() / ms['graphed']:.1f}x the fastest eager rung (`{eager.idxmin()}`, "
+        f"{eager.min():.3f}), and the per-step `.item()` then costs {item['.item() µs/step']} µs "
+        f"({item['.item() share']} of the step). Against gpt-fast's compiled decode at its "
+        f"`llama-3-8b` config (VARIANTS.md, {peer['config']['processes']} processes a side): "
+        + listing([f"{p[('fused', b)]['speedup_vs_gpt_fast']:.2f}x at batch {b}"
+                   for b in batches]) + " for `fused`, in that run.")
