@@ -405,6 +405,8 @@ def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_cod
     assert (run / "report.md").is_file()
     record = json.loads((run / "run.json").read_text())
     assert record["program_exit_code"] == 3
+    assert record["capture"]["range_fallback"] == (
+        "the program failed (exit code 3) before any cudaProfilerStart")
     assert record["hook"]["twin"] == {
         "runs": 0, "written": False,
         "why": "the program failed (exit code 3): a run without the profiler would too"}
@@ -412,3 +414,18 @@ def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_cod
     assert last_line(result.stderr) == (
         "gapscope: error: the program failed with exit code 3: the report above is of what ran "
         f"before it stopped (the log: {run}/nsys.log)")
+
+
+def test_a_program_that_fails_before_its_step_function_runs_says_so_with_its_status(
+        installed, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "loop.py").write_text("import sys\nprint('no model', file=sys.stderr)\nsys.exit(4)\n"
+                                  "def step():\n    pass\n")
+    result = gapscope(installed, tmp_path, "profile", "--step-function", "loop:step", "--", PY,
+                      "loop.py", "--device", "cpu")
+    (run,) = run_dirs(tmp_path)
+    assert result.returncode == 4
+    assert last_line(result.stderr) == (
+        "gapscope: error: the program under nsys failed with exit code 4: no model (all of it in "
+        f"{run}/nsys.log), before any call of the step functions")

@@ -206,11 +206,13 @@ def run_profile(r: Request) -> Captured:
              "the whole run again, to analyse what ran before the failure")
         with open(log, "a") as f:
             f.write("gapscope: no cudaProfilerStart: capturing again with --range all\n")
-        capture_range = "all"
+        capture_range, first_rc = "all", rc
         flags = flags_for(capture_range)
         full, rc = capture(nsys.path, flags, run, cmd, env, "a")
         record["capture"] |= {"range": capture_range, "flags": flags,
-                              "range_fallback": "the program never called cudaProfilerStart"}
+                              "range_fallback": "the program never called cudaProfilerStart"
+                              if first_rc == 0 else f"the program failed (exit code "
+                              f"{first_rc}) before any cudaProfilerStart"}
         record["nsys"]["command"] = shlex.join(full)
         write_json(run_json, record)
     # nsys exits with the status of the program it ran; it writes the capture all the same.
@@ -248,6 +250,10 @@ def run_profile(r: Request) -> Captured:
     if functions:
         missing = never_called(names, functions)
         if len(missing) == len(functions):
+            if rc != 0:
+                raise ProfileError(f"the program under nsys failed with exit code {rc}: "
+                                   f"{last_message(log)} (all of it in {log}), before any call "
+                                   "of the step functions", rc)
             raise ProfileError(never_called_message(names, missing, run), 2)
         for f in missing:
             note(f"warning: --step-function {f.spec} was never called under nsys")
