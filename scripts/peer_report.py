@@ -6,6 +6,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from analysis.study.peer import best_rates
+
 from .peer_models import PeerError  # noqa: F401 (the scripts' one error)
 
 GPT_FAST = "gpt-fast"
@@ -41,20 +43,6 @@ def summary(args, runs: dict) -> dict:
                        if k not in ("worker", "batch", "our_model")},
             "model": model_config(args.model), "versions": runs[next(iter(runs))][0]["versions"],
             "rows": rows, "runs": runs}
-
-
-def best_rates(runs: dict) -> dict:
-    """batch -> the highest copy rate any process of the run measured at that batch (either
-    side), where the processes recorded theirs: the floor every row of that batch is set at.
-    One process's copy rate can come out several % low (a floor share of 95% against 90% for
-    the same step, docs/sizes-20261202/peer.json); the highest measured is the tightest bound."""
-    rates = {}
-    for key, rs in runs.items():
-        b = key.split("/")[0]
-        for r in rs:
-            if r.get("copy_bytes_per_s"):
-                rates[b] = max(rates.get(b, 0.0), r["copy_bytes_per_s"])
-    return rates
 
 
 def at_rate(run: dict, rate: float | None) -> float:

@@ -382,8 +382,7 @@ def test_an_unknown_option_is_named_as_one_not_as_a_missing_program(tmp_path, op
     assert run_dirs(tmp_path) == []
 
 
-def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_code(installed,
-                                                                                  tmp_path):
+def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_code(tmp_path):
     """It fails before any cudaProfilerStart (its file speaks of one, so the window is tried
     first): captured whole again, the capture analysed, no twin (it would fail too), and
     gapscope exits with the program's status, the last line saying the report is partial."""
@@ -391,8 +390,8 @@ def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_cod
     work.mkdir()
     (work / "loop.py").write_text("# its window: torch.cuda.profiler.start()\nimport sys\n"
                                   "print('boom', file=sys.stderr)\nsys.exit(3)\n")
-    result = gapscope(installed, tmp_path, "profile", "--", PY, "loop.py", "--device", "cpu",
-                      FAKE_NSYS_PROFILE="nowindow")
+    result = inproc(tmp_path, "profile", "--", PY, "loop.py", "--device", "cpu",
+                    FAKE_NSYS_PROFILE="nowindow")
     (run,) = run_dirs(tmp_path)
     first, second = [c[1:c.index("-o")] for c in nsys_calls(tmp_path) if c[:1] == ["profile"]]
     assert first[0] == "--capture-range=cudaProfilerApi" and second[0] == "--trace=cuda,nvtx"
@@ -416,14 +415,13 @@ def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_cod
         f"before it stopped (the log: {run}/nsys.log)")
 
 
-def test_a_program_that_fails_before_its_step_function_runs_says_so_with_its_status(
-        installed, tmp_path):
+def test_a_program_that_fails_before_its_step_function_runs_says_so_with_its_status(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     (work / "loop.py").write_text("import sys\nprint('no model', file=sys.stderr)\nsys.exit(4)\n"
                                   "def step():\n    pass\n")
-    result = gapscope(installed, tmp_path, "profile", "--step-function", "loop:step", "--", PY,
-                      "loop.py", "--device", "cpu")
+    result = inproc(tmp_path, "profile", "--step-function", "loop:step", "--", PY, "loop.py",
+                    "--device", "cpu")
     (run,) = run_dirs(tmp_path)
     assert result.returncode == 4
     assert last_line(result.stderr) == (

@@ -224,12 +224,10 @@ def peer_8b(root: Path) -> str:
              "processes) | `fused` vs gpt-fast | gpt-fast % floor | `fused` % floor |",
              "| --- | --- | --- | --- | --- | --- |"]
 
-    def cell(side: str, b: int) -> str:
-        r = rows[(side, b)]
-        return f"{r['ms_per_token_median']:.3f} ({r['min']:.3f}-{r['max']:.3f})"
+    from ..study.peer import best_rates, ms_cell
 
     for b in batches:
-        lines.append(f"| {b} | {cell('gpt-fast', b)} | {cell('fused', b)} | "
+        lines.append(f"| {b} | {ms_cell(rows[('gpt-fast', b)])} | {ms_cell(rows[('fused', b)])} | "
                      f"{rows[('fused', b)]['speedup_vs_gpt_fast']:.2f}x | "
                      f"{rows[('gpt-fast', b)]['floor_pct']:.1f} | "
                      f"{rows[('fused', b)]['floor_pct']:.1f} |")
@@ -240,8 +238,7 @@ def peer_8b(root: Path) -> str:
               if not beyond(rows[("fused", b)]["speedup_vs_gpt_fast"], g)]
     rates = [r["copy_bytes_per_s"] / 1e9 for rs in doc["runs"].values() for r in rs
              if r.get("copy_bytes_per_s")]
-    best = {b: max(r["copy_bytes_per_s"] for k, rs in doc["runs"].items()
-                   if k.startswith(f"{b}/") for r in rs) / 1e9 for b in batches}
+    best = {int(b): rate / 1e9 for b, rate in best_rates(doc["runs"]).items()}
     old = json.loads((root / SIZES / "peer.json").read_text())
     was = {(r["side"], r["batch"]): r["ms_per_token_median"] for r in old["rows"]}
     change = {(side, b): rows[(side, b)]["ms_per_token_median"] / was[(side, b)] - 1
@@ -258,7 +255,7 @@ def peer_8b(root: Path) -> str:
         + (f"{listing(inside)} within noise" if inside else "every one beyond the noise")
         + f" ({floor_note([g])}). The processes' own copy rates ran {min(rates):.0f}-"
         f"{max(rates):.0f} GB/s; every row of a batch takes its floor at the highest of them "
-        "(scripts/peer_report.py, best_rates: "
+        "(analysis/study/peer.py, best_rates: "
         + listing([f"{best[b]:.0f} GB/s at batch {b}" for b in batches]) + "). "
         f"An earlier session's call, one process a side ({SIZES}/peer.json), measured "
         f"{moved}: between sessions gpt-fast's decode moved up to {most['gpt-fast']:.1%}, "

@@ -114,6 +114,16 @@ def sync_rows(benches: dict, study: Path) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def graph_buy(rows: pd.DataFrame) -> tuple | None:
+    """(the fastest rung that launches from Python each step, its ms/token, graphed's) of one
+    bench, or None without both."""
+    ms = rows["ms_per_step_median"]
+    eager = ms[[v for v in rows.index if v not in ON_THE_GPU]]
+    if eager.empty or "graphed" not in ms.index:
+        return None
+    return eager.idxmin(), float(eager.min()), float(ms["graphed"])
+
+
 def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
     """The part's sentences, each from the tables above."""
     out = []
@@ -128,12 +138,10 @@ def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
                           + listing(best) + "."))
     graph = []
     for (size, batch), (rows, model) in benches.items():
-        eager = [v for v in rows.index if v not in ON_THE_GPU]
-        if eager and "graphed" in rows.index:
-            e = rows.loc[eager, "ms_per_step_median"]
-            g = rows.loc["graphed", "ms_per_step_median"]
-            graph.append(f"{e.min() / g:.1f}x at {label(size, batch, model)} (the fastest eager "
-                         f"rung, `{e.idxmin()}`, {e.min():.3f} ms/token, against {g:.3f})")
+        if (buy := graph_buy(rows)) is not None:
+            eager, e, g = buy
+            graph.append(f"{e / g:.1f}x at {label(size, batch, model)} (the fastest eager "
+                         f"rung, `{eager}`, {e:.3f} ms/token, against {g:.3f})")
     if graph:
         out.append(bullet("What one CUDA graph a token buys:", "`graphed` against the fastest "
                           "rung that launches from Python each step: " + listing(graph) + "."))
