@@ -258,6 +258,10 @@ def _load_and_analyse(path, step_pattern, check_pattern, device, metrics_only_ok
                     else a for a in analyses]
         # The host table's twin, where the hook timed its named code (GAPSCOPE_HOST_FUNCTIONS).
         analyses = [with_host_untraced(a, twin) for a in analyses]
+    own = (run.info.get("hook") or {}).get("own_code") if isinstance(run.info, dict) else None
+    if own:  # what the hook named of the program's own code (capture/own_code.py)
+        analyses = [dataclasses.replace(a, summary=a.summary | {"host": a.summary["host"] | {
+            "own_code": own}}) if a.summary.get("host") else a for a in analyses]
     # After the twin: the floor is also set against each step's untraced GPU period.
     analyses = [dataclasses.replace(a, summary=a.summary | {"floor": floor_summary(
         run.info, a.steps, a.summary.get("gpu_metrics"))}) for a in analyses]

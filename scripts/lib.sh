@@ -146,6 +146,13 @@ if traced is not None and untraced:
 print(text)' "$@"
 }
 
+report_steps() {  # SUMMARY_JSON: "N steps from SOURCE" of the report's summary.json, else nothing
+  "$PY" -c 'import sys
+from analysis.cli.profile import report_steps
+from pathlib import Path
+print(report_steps(Path(sys.argv[1])) or "")' "$1" 2>/dev/null || true
+}
+
 last_message() {  # LOG: the last line the program (not nsys' own progress) printed into LOG
   local line
   line=$(grep -vE '^[[:space:]]*$|^[[:space:]]+/|^(Generated|Generating|Collecting data|Capture range|Processing|\[[0-9]+/[0-9]+\])' "$1" | tail -n 1) || true

@@ -232,5 +232,8 @@ fi
 if [ -n "$metrics_hz" ]; then
   note "done: $run ($steps steps, $samples GPU metric samples at $metrics_hz Hz; $(timing_summary "$run/run.json"))"
 else
-  note "done: $run ($steps steps, $kernels kernels captured; $(timing_summary "$run/run.json"))"
+  # The report's count and where its steps came from (a device loop's are inferred), else the
+  # capture's `Step N` ranges.
+  said=$(report_steps "$run/summary.json")
+  note "done: $run (${said:-$steps steps}, $kernels kernels captured; $(timing_summary "$run/run.json"))"
 fi

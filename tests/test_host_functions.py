@@ -1,6 +1,7 @@
 """The host table's named code, found by reading source (analysis/capture/host_functions.py):
-generate()'s functions in a transformers tree, the program's own modules import by import, and
-what is left out (inherited methods, properties, generators, lazy imports, the steps)."""
+generate()'s functions in a transformers tree, and what is left out (inherited methods,
+properties, generators, the steps). The program's own code the hook finds as it is imported
+(tests/test_own_code.py)."""
 
 import textwrap
 
@@ -63,56 +64,31 @@ def test_generate_functions_are_found_in_the_program_transformers(tmp_path):
         "transformers.models.llama.modeling_llama:LlamaModel.forward")
 
 
-OWN = {
-    "main.py": """
-        import mymod
-        from pkg import sub
-        def later():
-            import lazy_mod
-        """,
-    "mymod.py": """
-        import torch
-        class Model:
-            def forward(self, x): ...
-            def __init__(self): ...
-            def __call__(self, x): ...
-            @property
-            def size(self): ...
-        def sample(x): ...
-        def tokens():
-            yield 1
-        async def serve(): ...
-        """,
-    "pkg/__init__.py": "from .helpers import norm\n",
-    "pkg/helpers.py": "def norm(x): ...\n",
-    "pkg/sub.py": "def step(x): ...\n",
-    "lazy_mod.py": "def never(): ...\n",
-}
+def test_the_steps_are_not_named_twice_and_torch_token_choice_always_is():
+    names = hf.host_functions(None, ("extra:f", "pkg.sub:step"), ("pkg.sub:step",))
+    assert names == ["extra:f", "torch:multinomial", "torch:argmax"]
 
 
-def test_the_program_own_modules_are_followed_import_by_import(tmp_path):
-    write(tmp_path, OWN)
-    modules = [name for name, _ in hf.own_modules(("python", "main.py"), tmp_path)]
-    assert modules == ["mymod", "pkg", "pkg.sub", "pkg.helpers"]
-    # Not: __init__, the property, the generator, the coroutine, a lazy import's module.
-    assert hf.own_functions(("python3", "-u", "main.py", "--x"), tmp_path) == [
-        "mymod:sample", "mymod:Model.__call__", "mymod:Model.forward", "pkg.sub:step",
-        "pkg.helpers:norm"]
-
-
-def test_a_package_run_with_dash_m_starts_at_its_main(tmp_path):
-    write(tmp_path, {"app/__main__.py": "from .cli import go\n", "app/cli.py": "def go(): ...\n",
-                     "app/__init__.py": ""})
-    assert hf.own_functions(("python", "-m", "app"), tmp_path) == ["app.cli:go"]
-    assert hf.own_functions(("python", "-c", "print(1)"), tmp_path) == []
-
-
-def test_the_steps_are_not_named_twice_and_torch_token_choice_always_is(tmp_path):
-    write(tmp_path, OWN)
-    names = hf.host_functions(("python", "main.py"), tmp_path, None, ("extra:f",),
-                              ("pkg.sub:step",))
-    assert names[:3] == ["extra:f", "torch:multinomial", "torch:argmax"]
-    assert "pkg.sub:step" not in names and "mymod:sample" in names
+def test_speculative_decoding_names_the_candidate_generators_and_their_drafts(tmp_path):
+    write(tmp_path, {"generation/utils.py": UTILS.replace(
+        "def _sample(self): ...", "def _sample(self): ...\n    def _assisted_decoding(self): ..."),
+        "generation/candidate_generator.py": """
+            class CandidateGenerator:
+                def get_candidates(self, ids): ...
+                def update_candidate_strategy(self, ids, scores, num_matches): ...
+            class AssistedCandidateGenerator(CandidateGenerator):
+                def get_candidates(self, ids): ...
+            class Prompts(CandidateGenerator):
+                pass
+            """})
+    found = hf.transformers_functions(tmp_path)
+    assert "transformers.generation.utils:GenerationMixin._assisted_decoding" in found
+    assert hf.draft_functions(str(tmp_path)) == [
+        "transformers.generation.candidate_generator:CandidateGenerator.get_candidates",
+        "transformers.generation.candidate_generator:AssistedCandidateGenerator.get_candidates"]
+    assert ("transformers.generation.candidate_generator:"
+            "CandidateGenerator.update_candidate_strategy") in found
+    assert hf.draft_functions(None) == []
 
 
 def test_an_encoder_decoder_is_a_generating_model_and_its_decoder_is_named(tmp_path):

@@ -121,7 +121,8 @@ def test_profile_makes_a_utc_named_run_dir_with_the_capture_log_and_report(profi
     assert "hf_decode: gpt2 " in (run / "nsys.log").read_text()
     assert "hf_decode: gpt2 " in result.stdout
     assert f"{run.name}: device 0, 20 steps" in result.stdout
-    assert last_line(result.stderr) == f"gapscope: done: {run} (20 steps, 6860 kernels captured)"
+    assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps from NVTX ranges, "
+                                        "6860 kernels captured)")
 
 
 def test_profile_records_the_command_nsys_and_flags_in_run_json(profiled):

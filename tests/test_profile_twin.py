@@ -197,8 +197,7 @@ def test_function_steps_in_a_window_the_hook_does_not_see_get_no_twin_and_why(tm
      "--step-function 'decode_step' is not MODULE:QUALNAME (e.g. "
      "transformers.models.gpt2.modeling_gpt2:GPT2LMHeadModel.forward)"),
     (["--step-function", "__main__:step"],
-     "--step-function __main__:step: nsys cannot trace functions of __main__ (the script "
-     "itself): move the function into a module the script imports"),
+     "--step-function __main__:step: {work}/prog.py defines no step"),
     (["--step-function", "steploop:decode"],
      "--step-function steploop:decode: {work}/steploop.py defines no decode"),
     (["--steps", "^x$", "--step-function", "steploop:decode_step"],
@@ -485,3 +484,45 @@ def test_the_twin_times_the_host_table_code_beside_the_traced_rows(function_run)
     assert host["untraced"]["runs"] == 1 and 10 < host["untraced"]["steps"] <= 20
     step = next(r for r in host["rows"] if r["name"] == "steploop.decode_step")
     assert step["untraced_ns"] is not None and 0 < step["profiler_share"] <= 1
+
+
+# --- the program's own function, once a step ----------------------------------------------------
+
+# A module found through a folder the program adds to sys.path (a cloned repository), its step
+# function called 20 times, as the capture holds 20 of its ranges.
+OWN_PROGRAM = """
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "clone"))
+import looplib
+for i in range(20):
+    looplib.decode_one_token(i)
+"""
+
+
+def test_inferred_steps_become_the_calls_of_the_program_own_function_that_runs_once_a_step(
+        tmp_path):
+    cmd = work(tmp_path, OWN_PROGRAM)
+    clone = tmp_path / "work" / "clone"
+    clone.mkdir()
+    (clone / "looplib.py").write_text("def decode_one_token(i):\n    return sample(i)\n\n\n"
+                                      "def sample(i):\n    return i\n")
+    result = inproc(tmp_path, "profile", "--range", "all", "--twin-runs", "2", "--", *cmd,
+                    FAKE_NSYS_EXPORT_FROM=str(renamed_export(tmp_path,
+                                                             "looplib.decode_one_token")))
+    assert result.returncode == 0, result.stderr
+    (run,) = run_dirs(tmp_path)
+    r = record(run)
+    assert r["analysis"] == {"step_pattern": r"^(?:looplib\.decode_one_token)$",
+                             "check_pattern": "^Check Stop Condition$",
+                             "steps_from": "function",
+                             "step_functions": ["looplib:decode_one_token"]}
+    assert r["hook"]["own_code"] == {"modules": 1, "functions": 2, "limit": 600, "left_out": 0,
+                                     "capped_at": None, "main_functions": 0,
+                                     "main_why": r["hook"]["own_code"]["main_why"]}
+    assert ("gapscope: steps: the calls of looplib:decode_one_token, the program's own function "
+            "that runs once a step (20 calls for 20 inferred steps, 100% of their launches "
+            "inside)") in result.stderr.splitlines()
+    doc = json.loads((run / "untraced_steps.json").read_text())
+    assert [(e["twin_run"], e["step"]) for e in doc["runs"]] == [(1, list(range(1, 21)))]
+    assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps from function calls, "
+                                        "6860 kernels captured)")

@@ -6,9 +6,10 @@ them) and times in the untraced twin, found by reading source files, nothing imp
   preparation, the model-kwargs update, each logits processor and warper, each stopping
   criterion, the stop check, the cache update, the mask creation, each model's base `forward`;
   and torch's choice of the token (`torch.multinomial`, `torch.argmax`);
-- the program's own modules: every function and method of the modules the script imports from
-  its own folder (or the package run with `-m`), followed import by import; `__main__` itself
-  cannot be wrapped (its functions exist only once it runs).
+- the program's own code is not listed here: the hook names it as the program imports it
+  (harness/inject/gapscope_hook/own_code.py: every module from outside the standard library
+  and site-packages, at most MAX_OWN_FUNCTIONS functions; the script's own through
+  sys.monitoring), which `gapscope profile` turns on with GAPSCOPE_OWN_CODE.
 
 Why the hook and not nsys's `--python-functions-trace` for these (docs/PROFILING.md): nsys's
 wrapper calls `sys.audit`, which torch.compile cannot trace, so a traced function inside a
@@ -23,11 +24,12 @@ from pathlib import Path
 
 from ..capture.step_functions import CAUSAL_LM_CLASS, GENERATING, OWN_FORWARD, TOP_LEVEL
 
+CANDIDATES = "transformers.generation.candidate_generator"
 # Per file of transformers: the module, and which definitions (class -> methods; "*" any class
 # that defines it; None: top-level functions).
 TRANSFORMERS = (
     ("generation/utils.py", "transformers.generation.utils",
-     {"GenerationMixin": ("generate", "_sample", "_beam_search", "_prefill",
+     {"GenerationMixin": ("generate", "_sample", "_beam_search", "_assisted_decoding", "_prefill",
                           "prepare_inputs_for_generation", "_update_model_kwargs_for_generation",
                           "_has_unfinished_sequences", "_cache_dependant_input_preparation"),
       "*": ("__call__",)}),
@@ -35,6 +37,8 @@ TRANSFORMERS = (
      {"*": ("__call__",)}),
     ("generation/stopping_criteria.py", "transformers.generation.stopping_criteria",
      {"*": ("__call__",)}),
+    ("generation/candidate_generator.py", CANDIDATES,
+     {"*": ("get_candidates", "update_candidate_strategy")}),
     ("cache_utils.py", "transformers.cache_utils", {"*": ("update",)}),
     ("masking_utils.py", "transformers.masking_utils",
      {None: ("create_causal_mask", "create_sliding_window_causal_mask",
@@ -47,8 +51,7 @@ TORCH = ("torch:multinomial", "torch:argmax")
 # A base model: `class LlamaModel(LlamaPreTrainedModel)`, inside a causal LM's forward; an
 # encoder-decoder's decoder, run once a token: `class T5Stack(...)`, `class BartDecoder(...)`.
 BASE_MODEL_CLASS = re.compile(r"^class (\w+(?:Model|Stack|Decoder))\(", re.M)
-# The program's own modules: at most this many, and this many functions in all.
-MAX_MODULES = 100
+# The program's own code: at most this many functions named (the hook's GAPSCOPE_OWN_CODE).
 MAX_OWN_FUNCTIONS = 600
 
 
@@ -143,97 +146,23 @@ def script_root(cmd: tuple, cwd: Path) -> tuple:
     return path.parent, (path, None)
 
 
-def _module_file(root: Path, name: str) -> Path | None:
-    base = root.joinpath(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def _module_level(body: list):
-    """The statements that run when a module is imported: its body and the bodies of its `if`,
-    `try` and `with` blocks, not functions' (a lazy import inside a function is left out)."""
-    for node in body:
-        yield node
-        if isinstance(node, (ast.If, ast.Try, ast.With)):
-            yield from _module_level(node.body + getattr(node, "orelse", [])
-                                     + getattr(node, "finalbody", [])
-                                     + [s for h in getattr(node, "handlers", []) for s in h.body])
-
-
-def _imports(tree: ast.Module, name: str | None, is_package: bool) -> set:
-    """The dotted modules a module imports when it is imported (relative imports resolved;
-    `from a import b` may name a module a.b too)."""
-    package = (name if is_package else (name or "").rpartition(".")[0]) if name else ""
-    out = set()
-    for node in _module_level(tree.body):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".") if package else []
-                parts = parts[:len(parts) - node.level + 1]
-                base = ".".join([*parts, *([node.module] if node.module else [])])
-            else:
-                base = node.module or ""
-            if base:
-                out.add(base)
-                out |= {f"{base}.{a.name}" for a in node.names if a.name != "*"}
-    return out
-
-
-def own_modules(cmd: tuple, cwd: Path) -> list:
-    """[(dotted name, file)] of the program's own modules, import by import from its script
-    (or `-m` module) within its folder, the script itself (`__main__`) left out."""
-    root, first = script_root(cmd, Path(cwd))
-    if first is None or not first[0].is_file():
-        return []
-    queue = [(first[0], first[1], True)]
-    seen, out = {first[0]}, []
-    while queue and len(out) < MAX_MODULES:
-        path, name, is_main = queue.pop(0)
-        tree = _parse(path)
-        if tree is None:
-            continue
-        if not is_main:
-            out.append((name, path))
-        for module in sorted(_imports(tree, name, path.name == "__init__.py")):
-            parts = module.split(".")
-            # A package's __init__ runs before its modules: each level is a module of its own.
-            for i in range(1, len(parts) + 1):
-                dotted = ".".join(parts[:i])
-                found = _module_file(root, dotted)
-                if found is not None and found not in seen:
-                    seen.add(found)
-                    queue.append((found, dotted, False))
-    return out
-
-
-def own_functions(cmd: tuple, cwd: Path) -> list:
-    """MODULE:QUALNAME of every plain function and method of the program's own modules."""
-    found = []
-    for name, path in own_modules(cmd, cwd):
-        tree = _parse(path)
-        if tree is None:
-            continue
-        for owner, names in defined(tree).items():
-            for n in sorted(names):
-                if n.startswith("__") and n != "__call__":
-                    continue
-                found.append(f"{name}:{n}" if owner is None else f"{name}:{owner}.{n}")
-                if len(found) >= MAX_OWN_FUNCTIONS:
-                    return found
-    return found
-
-
-def host_functions(cmd: tuple, cwd: Path, transformers_dir: str | None, extra: tuple,
-                   steps: tuple) -> list:
-    """Every MODULE:QUALNAME the hook marks and times for the host table: generate()'s (where
-    the program has transformers), torch's sampling calls, the program's own, the ones
-    asked for (--host-function), less the step functions (their own wrapper times them)."""
+def host_functions(transformers_dir: str | None, extra: tuple, steps: tuple) -> list:
+    """Every MODULE:QUALNAME the hook marks and times for the host table by name: generate()'s
+    (where the program has transformers), torch's sampling calls, the ones asked for
+    (--host-function), less the step functions (their own wrapper times them). The program's
+    own code the hook finds by itself (GAPSCOPE_OWN_CODE, module docstring)."""
     found = list(extra)
     if transformers_dir:
         found += transformers_functions(Path(transformers_dir))
-    found += [*TORCH, *own_functions(cmd, cwd)]
+    found += list(TORCH)
     return [f for f in dict.fromkeys(found) if f not in set(steps)]
+
+
+def draft_functions(transformers_dir: str | None) -> list:
+    """The draft's work of speculative decoding in this transformers: every candidate
+    generator's own get_candidates (GAPSCOPE_STEP_DRAFT: the twin's steps skip the draft's
+    forwards, as the analysis does: measures/draft.py)."""
+    if not transformers_dir:
+        return []
+    return [f for f in transformers_functions(Path(transformers_dir))
+            if f.startswith(CANDIDATES + ":") and f.endswith(".get_candidates")]

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..capture import hook
+from ..capture import hook, own_code
 from ..capture import host_functions as hf
 from ..capture import step_functions as sf
 from ..capture.nsys import (
@@ -121,27 +121,61 @@ def capture(nsys_path: str, flags: list, run: Path, cmd: tuple, env: dict, mode:
 
 
 HOST_VARIABLE = "GAPSCOPE_HOST_FUNCTIONS"
+OWN_VARIABLE = "GAPSCOPE_OWN_CODE"
+# The variables of the host table's code, in the traced run and the twin's timed run alike.
+HOST_VARIABLES = (HOST_VARIABLE, OWN_VARIABLE)
 HOST_FILE = "host_functions.txt"
 
 
 def host_variables(r: Request, ok, run: Path, traced: list) -> dict:
-    """The hook's variable naming the host table's functions (host_functions.py), their list
-    kept in RUN/host_functions.txt; none with --no-host-functions. Functions nsys traces (the
-    steps, transformers' forwards) are not named twice."""
+    """The hook's variables naming the host table's code: generate()'s functions and torch's
+    (host_functions.py, listed in RUN/host_functions.txt) and the program's own code, found by
+    the hook as it is imported (GAPSCOPE_OWN_CODE, at most --max-own-functions functions); none
+    with --no-host-functions. Functions nsys traces (the steps, transformers' forwards) are not
+    named twice."""
     if r.no_host_functions or not hook.available():
         return {}
     transformers = ok.probe.transformers if ok.probe is not None else None
-    names = hf.host_functions(r.cmd, Path.cwd(), transformers, r.host_functions,
-                              tuple(f.spec for f in traced))
+    names = hf.host_functions(transformers, r.host_functions, tuple(f.spec for f in traced))
     (run / HOST_FILE).write_text("".join(f"{n}\n" for n in names))
-    note(f"host table: {len(names)} functions named (generate()'s, torch's sampling, the "
-         f"program's own; {run / HOST_FILE})")
-    return {HOST_VARIABLE: ",".join(names)}
+    note(f"host table: {len(names)} functions named (generate()'s, torch's sampling; "
+         f"{run / HOST_FILE}) and the program's own code as it is imported (at most "
+         f"{r.max_own_functions} functions)")
+    return {HOST_VARIABLE: ",".join(names), OWN_VARIABLE: str(r.max_own_functions)}
+
+
+def main_steps(functions: list) -> dict:
+    """The traced run's variable for step functions of `__main__` (nsys cannot trace them: the
+    hook opens their ranges, main_code.py)."""
+    names = [f.qualname for f in functions if f.module == "__main__"]
+    return {"GAPSCOPE_MAIN_STEPS": ",".join(names)} if names else {}
 
 
 def host_count(host: dict) -> int:
     value = host.get(HOST_VARIABLE)
     return len(value.split(",")) if value else 0
+
+
+def own_step_choice(sqlite: Path, own: dict, inferred: StepChoice) -> StepChoice:
+    """Inferred steps, unless one of the program's own functions runs once a step: then its
+    calls (own_code.own_step; METRICS.md, "Steps from the program's own function")."""
+    spec, why = own_code.own_step(sqlite, own)
+    if spec is None:
+        note(f"steps inferred from the trace: {why}")
+        return inferred
+    function = own_code.step_function(spec)
+    note(f"steps: the calls of {spec}, the program's own function that runs once a step ({why})")
+    return StepChoice(sf.functions_pattern([function]), "function", (spec,))
+
+
+def draft_variables(choice: StepChoice, ok) -> dict:
+    """The twin's draft functions (GAPSCOPE_STEP_DRAFT), where the steps are transformers'
+    forwards: a speculative decode's draft forwards are no steps there either."""
+    if choice.steps_from != "function" or choice.pattern != sf.FORWARD_PATTERN:
+        return {}
+    transformers = ok.probe.transformers if ok.probe is not None else None
+    draft = hf.draft_functions(transformers)
+    return {"GAPSCOPE_STEP_DRAFT": ",".join(draft)} if draft else {}
 
 
 def run_profile(r: Request) -> Captured:
@@ -167,6 +201,7 @@ def run_profile(r: Request) -> Captured:
     host = host_variables(r, ok, run, traced)
     if sync_lines:
         host["GAPSCOPE_SYNC_MARKS"] = "1"
+    host |= main_steps(functions)
     if host and hook.available():
         env = hook.hook_env(env, **host)
 
@@ -244,6 +279,10 @@ def run_profile(r: Request) -> Captured:
     except sqlite3.Error as e:
         raise ProfileError(f"cannot read {sqlite} as an nsys SQLite export ({e})") from None
     choice = choose_steps(names, step_pattern, functions, bool(traced))
+    own = own_code.read(run)
+    record["hook"]["own_code"] = own_code.summary(own)
+    if choice.steps_from == "inferred" and own is not None:
+        choice = own_step_choice(run / "capture.sqlite", own, choice)
     record["analysis"] |= {"step_pattern": choice.pattern, "steps_from": choice.steps_from,
                            "step_functions": list(choice.functions)}
     write_json(run_json, record)
@@ -275,9 +314,10 @@ def run_profile(r: Request) -> Captured:
                f"the program failed (exit code {rc}): a run without the profiler would too"
                if rc != 0 else no_twin_reason(choice, capture_range))
     if why_not is None:
-        twin_env = {k: v for k, v in host.items() if k == HOST_VARIABLE}
+        twin_env = {k: v for k, v in host.items() if k in HOST_VARIABLES}
+        draft = draft_variables(choice, ok)
         record["hook"]["twin"] = untraced_twin(cmd, run, choice, names, capture_range,
-                                               r.twin_runs, twin_env)
+                                               r.twin_runs, twin_env, draft)
     else:
         if not r.no_twin:
             note(f"no untraced twin: {why_not}")

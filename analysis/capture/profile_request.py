@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..capture import step_functions as sf
+from ..capture.host_functions import MAX_OWN_FUNCTIONS
 from ..capture.nsys import NsysError, check_gpu, find_nsys, require_version
 from ..capture.profile_twin import note
 from ..capture.window_scan import opens_window
@@ -44,6 +45,7 @@ class Request:
     no_sync_lines: bool = False
     host_functions: tuple = ()      # --host-function, beyond the ones found (host_functions.py)
     no_host_functions: bool = False
+    max_own_functions: int = MAX_OWN_FUNCTIONS  # the program's own functions named at most
     name: str | None = None
     traces_dir: Path = Path("traces")
 
@@ -105,10 +107,16 @@ def accept(r: Request) -> Accepted:
                 note(line)
         except sf.StepFunctionError as e:
             raise ProfileError(str(e), 2) from None
-        if functions and probe.own_python and not probe.nvtx:
+        traced = [f for f in functions if f.module != "__main__"]
+        if traced and probe.own_python and not probe.nvtx:
             raise ProfileError(f"--step-function needs the nvtx package in the program's "
                                f"Python ({probe.python}) for nsys's function trace: "
                                f"`{probe.python} -m pip install nvtx`", 2)
+        if len(traced) < len(functions) and not sf.monitors(probe):
+            raise ProfileError(f"--step-function __main__:...: the script's own functions are "
+                               f"timed through sys.monitoring, new in Python 3.12 (the "
+                               f"program's is {probe.version or 'unknown'}): move the function "
+                               "into a module the script imports", 2)
     try:
         nsys = find_nsys()
         require_version(nsys)
@@ -159,8 +167,8 @@ def resolve_range(capture_range: str | None, delay_s, duration_s) -> str:
 def traced_functions(functions: list, probe: sf.Probe | None) -> list:
     """What the function trace names: the step functions, else (no --steps either) the forwards
     of the program's transformers' causal LMs, where nsys can trace them (nvtx installed)."""
-    if functions:
-        return functions
+    if functions:  # `__main__`'s are the hook's (main_code.py): nsys cannot trace them
+        return [f for f in functions if f.module != "__main__"]
     if probe is None or probe.transformers is None:
         return []
     if not probe.nvtx:

@@ -64,9 +64,10 @@ def inferred_marks(sqlite: Path) -> tuple:
 
 
 def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, capture_range: str,
-                  runs: int, extra_env: dict | None = None) -> dict:
+                  runs: int, extra_env: dict | None = None, draft: dict | None = None) -> dict:
     """Runs CMD `runs` times without nsys, the hook timing the chosen steps (and, `extra_env`'s
-    GAPSCOPE_HOST_FUNCTIONS, the host table's code), and merges the runs into
+    GAPSCOPE_HOST_FUNCTIONS and GAPSCOPE_OWN_CODE, the host table's code; `draft`'s
+    GAPSCOPE_STEP_DRAFT, a speculative decode's draft), and merges the runs into
     RUN/untraced_steps.json. What happened, for run.json's `hook.twin`."""
     functions = choice.functions if choice.steps_from == "function" else ()
     marks = ()
@@ -97,7 +98,7 @@ def untraced_twin(cmd: tuple, run: Path, choice: StepChoice, names: list, captur
         directory = run / hook.TWIN_DIR / str(k)
         note(f"untraced twin {k}/{runs} (no nsys; its output in {directory}/program.log)"
              + (" with the host table's timing" if k == host_run else ""))
-        env = (without_own_config_dir(dict(os.environ))
+        env = (without_own_config_dir(dict(os.environ)) | (draft or {})
                | ((extra_env or {}) if k == host_run else {}))
         rc = hook.run_twin(cmd, directory, steps, env)
         if rc != 0:

@@ -75,10 +75,6 @@ def parse_spec(value: str) -> StepFunction:
         raise StepFunctionError(f"--step-function {value!r} is not MODULE:QUALNAME (e.g. "
                                 "transformers.models.gpt2.modeling_gpt2:GPT2LMHeadModel.forward)")
     module, qualname = found.groups()
-    if module == "__main__":
-        raise StepFunctionError(f"--step-function {value}: nsys cannot trace functions of "
-                                "__main__ (the script itself): move the function into a module "
-                                "the script imports")
     return StepFunction(module, qualname)
 
 
@@ -97,9 +93,12 @@ def from_range_name(name: str) -> StepFunction:
 
 def trace_config(functions: list) -> list:
     """nsys's function-trace JSON: one entry per module. No domain: the ranges go to NVTX's
-    default domain, as the program's own do."""
+    default domain, as the program's own do. `__main__`'s functions are left to the hook (nsys
+    cannot trace them: they exist only once the script runs; main_code.py)."""
     by_module = {}
     for f in functions:
+        if f.module == "__main__":
+            continue
         by_module.setdefault(f.module, []).append(f.qualname)
     return [{"module": m, "functions": q} for m, q in by_module.items()]
 
@@ -204,9 +203,16 @@ def has(origin, qualname):
         body = node.body
     return "yes"
 
-out = {"functions": {}, "transformers": None, "nvtx": False, "python": sys.version.split()[0]}
+out = {"functions": {}, "transformers": None, "nvtx": False, "python": sys.version.split()[0],
+       "monitoring": hasattr(sys, "monitoring")}
 for spec_text in args["functions"]:
     module, _, qualname = spec_text.partition(":")
+    if module == "__main__":
+        script = args.get("script")
+        out["functions"][spec_text] = ({"module": True, "origin": script,
+                                        "name": has(script, qualname)} if script
+                                       else {"module": False})
+        continue
     spec = locate(module)
     if spec is None:
         out["functions"][spec_text] = {"module": False}
@@ -231,6 +237,8 @@ class Probe:
     transformers: str | None
     nvtx: bool
     seconds: float
+    version: str | None = None      # the Python that looked
+    monitoring: bool = False        # it has sys.monitoring (3.12+): `__main__` can be named
 
 
 def python_of(cmd: tuple) -> str | None:
@@ -252,7 +260,8 @@ def probe(cmd: tuple, functions: list, cwd: Path, env: dict) -> Probe:
     own = python_of(cmd)
     python = own or sys.executable
     args = json.dumps({"path0": first_path(cmd, cwd) if own else str(cwd),
-                       "functions": [f.spec for f in functions]})
+                       "functions": [f.spec for f in functions],
+                       "script": script_file(cmd, cwd) if own else None})
     started = time.perf_counter()
     try:
         done = subprocess.run([python, "-c", PROBE, args], capture_output=True, text=True,
@@ -264,7 +273,22 @@ def probe(cmd: tuple, functions: list, cwd: Path, env: dict) -> Probe:
     if seen is None:
         return Probe(python, bool(own), {}, None, False, seconds)
     return Probe(python, bool(own), seen["functions"], seen["transformers"], seen["nvtx"],
-                 seconds)
+                 seconds, seen.get("python"), bool(seen.get("monitoring")))
+
+
+def monitors(seen: Probe) -> bool:
+    """The program's Python can name the script's own functions (sys.monitoring)."""
+    return seen.monitoring or not seen.own_python and sys.version_info >= (3, 12)
+
+
+def script_file(cmd: tuple, cwd: Path) -> str | None:
+    """The script `python [opts] SCRIPT` runs (absolute), else None (-m, -c)."""
+    args = list(cmd[1:])
+    while args and args[0].startswith("-") and args[0] not in ("-m", "-c"):
+        args.pop(0)
+    if not args or args[0] in ("-m", "-c"):
+        return None
+    return str((cwd / args[0]).resolve())
 
 
 def check(functions: list, seen: Probe) -> list:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..capture.host_functions import MAX_OWN_FUNCTIONS
 from ..capture.nsys import GRAPH_TRACES, RANGES
 from ..capture.profile import run_profile
 from ..capture.profile_request import DEFAULT_TWIN_RUNS, ProfileError, Request
@@ -60,6 +61,10 @@ class Failed(click.ClickException):
                    "generate()'s functions and the program's own modules' by itself.")
 @click.option("--no-host-functions", is_flag=True,
               help="Time no named code for the host table (its rows: the NVTX ranges alone).")
+@click.option("--max-own-functions", type=click.IntRange(min=1), default=MAX_OWN_FUNCTIONS,
+              show_default=True,
+              help="Name at most this many functions of the program's own code (the modules it "
+                   "imports from outside site-packages, and the script's own).")
 @click.option("--name", default=None,
               help="The run directory's name after the time (default: the program's name).")
 @click.option("--traces-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -94,9 +99,36 @@ def profile(ctx, **options):
         ctx.invoke(report, traces=(str(run),), out_dir=str(run), show=True, **patterns)
     except click.ClickException as e:
         raise Failed(f"the analysis failed on {run}: {e.format_message()}", e.exit_code) from None
-    steps = ("steps inferred" if choice.steps_from == "inferred" else f"{held['steps']} steps")
-    note(f"done: {run} ({steps}, {held['kernels']} kernels captured)")
+    note(f"done: {run} ({steps_said(run, choice, held)}, {held['kernels']} kernels captured)")
     if done.program_exit_code:
         raise Failed(f"the program failed with exit code {done.program_exit_code}: the report "
                      f"above is of what ran before it stopped (the log: {run}/nsys.log)",
                      done.program_exit_code)
+
+
+def steps_said(run: Path, choice, held: dict) -> str:
+    """The report's step count and where the steps came from (its summary.json), for the last
+    line; the capture's count where the report wrote none."""
+    return report_steps(run / "summary.json") or (
+        "steps inferred" if choice.steps_from == "inferred" else f"{held['steps']} steps")
+
+
+def report_steps(path: Path) -> str | None:
+    """`N steps from SOURCE` of a report's summary.json ({label: {device: summary, "trace"}}:
+    each device's, where they differ), None where it has none."""
+    import json
+
+    try:
+        summaries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    said = [f"{s['steps']} steps from {STEPS_WORD.get(s.get('steps_from'), 'NVTX ranges')}"
+            for devices in (summaries.values() if isinstance(summaries, dict) else ())
+            if isinstance(devices, dict)
+            for s in devices.values() if isinstance(s, dict) and "steps" in s]
+    return ", ".join(dict.fromkeys(said)) or None
+
+
+# summary.steps_from in the last line's words.
+STEPS_WORD = {"nvtx": "NVTX ranges", "function": "function calls", "inferred": "the trace "
+              "(inferred)", "profiler_step": "ProfilerStep ranges"}

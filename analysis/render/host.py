@@ -77,8 +77,9 @@ def host_lines(s: dict) -> list:
         lines += _wrap(f"{indent}{h['why']}", indent)
     elif h.get("named_share") is not None and h["named_share"] < NAMED_ENOUGH:
         lines += _wrap(f"{indent}{pct(1 - h['named_share'])} of it in no named code (`other`): "
-                       "name its functions with --host-function M:Q (a loop in the script "
-                       "itself, __main__, cannot be named: move it into a module)", indent)
+                       "name more functions with --host-function M:Q", indent)
+    for line in own_code_lines(h.get("own_code")):
+        lines += _wrap(f"{indent}{line}", indent)
     twin = any(r.get("untraced_ns") is not None for r in h["rows"])
     lines.append(f"    {'ms a step (mean)':<{NAME_WIDTH}} {'total':>6} {'python':>6} "
                  f"{'cuda':>6} {'sync':>6} {'share':>6}"
@@ -100,6 +101,21 @@ def host_lines(s: dict) -> list:
     for i, b in enumerate(h.get("bounds", [])[:BOUNDS_SHOWN]):
         label = f"{'  if':<{LABEL_WIDTH}}" if i == 0 else indent
         lines += _wrap(label + bound_text(b, first=i == 0), indent)
+    return lines
+
+
+def own_code_lines(own: dict | None) -> list:
+    """What the hook could not name of the program's own code: where the cap bit, and why the
+    script's own functions (`__main__`) were not named (run.json's hook.own_code)."""
+    if not own:
+        return []
+    lines = []
+    if own.get("capped_at"):
+        lines.append(f"own code: the first {own['functions']} functions named, the cap "
+                     f"(--max-own-functions {own['limit']}): {own['left_out']} more from "
+                     f"{own['capped_at']} on are `other`")
+    if own.get("main_why"):
+        lines.append(own["main_why"])
     return lines
 
 
@@ -156,6 +172,8 @@ def md_host(a) -> str:
             "least):\n\n" + md_table(header, rows))
     if h.get("why"):
         text += f"\n\n{h['why']}."
+    for line in own_code_lines(h.get("own_code")):
+        text += f"\n\n{line}."
     if h.get("bounds"):
         untraced = any("untraced_lower_ns" in b for b in h["bounds"])
         header = ["if", "lower ms", "upper ms", "now ms", "GPU busy ms", "speed-up"]

@@ -22,6 +22,16 @@ GAPSCOPE_TWIN_DIR=DIR        the untraced twin (a run without nsys): two CUDA ev
 GAPSCOPE_HOST_FUNCTIONS=M:Q,...  the host table's named code (gapscope_hook/host_times.py):
                              each call an NVTX range in the traced run, timed on the host clock
                              (exclusive, per step) in the twin's
+GAPSCOPE_OWN_CODE=N          the program's own code named too (gapscope_hook/own_code.py): every
+                             module it imports from outside the standard library and
+                             site-packages, at most N functions, and the script's own functions
+                             (`__main__`, through sys.monitoring, Python 3.12+); as the host
+                             functions, a range a call traced, timed in the twin's; what was named
+                             into $GAPSCOPE_RUN_DIR/own_code-PID.json
+GAPSCOPE_STEP_DRAFT=M:Q,...  in the twin: the draft's work of speculative decoding; a step
+                             function called inside it is no step, the next step starts with it
+GAPSCOPE_MAIN_STEPS=Q,...    in the traced run: these functions of `__main__` (step functions
+                             nsys cannot trace) an NVTX range a call, `__main__.Q`
 GAPSCOPE_SYNC_MARKS=1        in the traced run: torch's sync debug mode ("warn"), and each of its
                              "called a synchronizing CUDA operation" warnings becomes, instead of
                              a printed warning, an NVTX mark `gapscope.sync FILE:LINE FUNCTION`
@@ -57,7 +67,8 @@ def _chain() -> None:
 
 if __name__ == "sitecustomize":
     if (os.environ.get("GAPSCOPE_TWIN_DIR") or os.environ.get("GAPSCOPE_SYNC_MARKS") == "1"
-            or os.environ.get("GAPSCOPE_HOST_FUNCTIONS")):
+            or os.environ.get("GAPSCOPE_HOST_FUNCTIONS") or "GAPSCOPE_OWN_CODE" in os.environ
+            or os.environ.get("GAPSCOPE_MAIN_STEPS")):
         try:
             from gapscope_hook import start
 

@@ -42,6 +42,7 @@ class _Thread:
         self.steps = []       # one dict a step: step, start_ns, end_ns, next_ns, in, after
         self.current = None   # the step that owns the time now (open, or ended and not followed)
         self.open = 0         # steps open (only the outermost counts)
+        self.drafted = False  # the open step was opened by the draft's work (speculative.py)
         self.name = threading.current_thread().name
 
 
@@ -104,8 +105,13 @@ class HostClock:
         if t.ranges and t.ranges.pop():
             self.step_end()
 
-    def step_begin(self, number: int | None = None) -> None:
+    def step_begin(self, number: int | None = None, join_draft: bool = False) -> None:
+        """A step begins; `join_draft`: a step function's call, which joins the step the draft's
+        work opened before it, if any, instead of opening one inside it."""
         t = self._thread()
+        if join_draft and t.drafted:
+            t.drafted = False
+            return
         if t.open:
             t.open += 1
             return
@@ -119,6 +125,13 @@ class HostClock:
         t.current = {"step": number, "start_ns": now, "end_ns": None, "next_ns": None,
                      "in": {}, "after": {}}
         t.steps.append(t.current)
+
+    def draft_enter(self) -> None:
+        """The draft's work begins: the step it feeds opens now, unless one is open."""
+        t = self._thread()
+        if not t.open:
+            self.step_begin()
+            t.drafted = True
 
     def step_end(self) -> None:
         t = self._thread()
@@ -212,6 +225,7 @@ def host_wrapper(fn, name: str):
     else:
         return None
     gapscope_host.__gapscope_host__ = True
+    gapscope_host.__gapscope_name__ = name
     return gapscope_host
 
 

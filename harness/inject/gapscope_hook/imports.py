@@ -24,14 +24,16 @@ def attribute(module, qualname: str):
 
 class AfterImport:
     """A meta-path finder that runs callbacks on a module right after it executes (the module's
-    own finder and loader do the import)."""
+    own finder and loader do the import): those named for it, and `own.wrap_module` for every
+    module whose spec `own.wants` (own_code.py: the program's own modules)."""
 
-    def __init__(self, callbacks: dict):
+    def __init__(self, callbacks: dict, own=None):
         self.callbacks = callbacks  # module name -> [callback(module)]
+        self.own = own
         self._busy = set()
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self.callbacks or name in self._busy:
+        if name in self._busy or (name not in self.callbacks and self.own is None):
             return None
         self._busy.add(name)
         try:
@@ -45,9 +47,12 @@ class AfterImport:
                 return None
         finally:
             self._busy.discard(name)
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        callbacks = list(self.callbacks.get(name, ()))
+        if self.own is not None and self.own.wants(spec):
+            callbacks.append(self.own.wrap_module)
+        if not callbacks or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = loader_for(spec.loader, self.callbacks[name])
+        spec.loader = loader_for(spec.loader, callbacks)
         return spec
 
     def run_now(self, name: str) -> None:

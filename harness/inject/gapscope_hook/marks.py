@@ -60,8 +60,23 @@ def _pop(domain):
 def _host_step_enter(name):
     clock = host_times.clock()
     if clock is not None:
-        clock.step_begin()
+        clock.step_begin(join_draft=True)
         clock.enter(name)
+
+
+# A step function's call inside the draft's work (speculative.py): not a step.
+DRAFT = "draft"
+
+
+def _draft_enter():
+    _REC.draft_enter()
+    clock = host_times.clock()
+    if clock is not None:
+        clock.draft_enter()
+
+
+def _draft_exit():
+    _REC.draft_exit()
 
 
 def _host_step_exit():
@@ -81,6 +96,8 @@ def step_wrapper(fn, name: str | None = None):
     @functools.wraps(fn)
     def gapscope_step(*args, **kwargs):
         token = _enter()
+        if token is DRAFT:
+            return fn(*args, **kwargs)
         _host_step_enter(row)
         try:
             return fn(*args, **kwargs)
@@ -89,6 +106,7 @@ def step_wrapper(fn, name: str | None = None):
             _exit(token)
 
     gapscope_step.__gapscope_step__ = True
+    gapscope_step.__gapscope_name__ = row
     return gapscope_step
 
 
@@ -119,9 +137,10 @@ def _arg(args: tuple, kwargs: dict, position: int, name: str):
 def disable_dynamo(dynamo) -> None:
     """Once torch._dynamo is imported: the recorder's entry points run eagerly, never traced."""
     global _enter, _exit, _push, _pop, _host_step_enter, _host_step_exit
-    _enter, _exit, _push, _pop, _host_step_enter, _host_step_exit = (
-        dynamo.disable(f) for f in (_enter, _exit, _push, _pop, _host_step_enter,
-                                    _host_step_exit))
+    global _draft_enter, _draft_exit
+    (_enter, _exit, _push, _pop, _host_step_enter, _host_step_exit, _draft_enter,
+     _draft_exit) = (dynamo.disable(f) for f in (_enter, _exit, _push, _pop, _host_step_enter,
+                                                 _host_step_exit, _draft_enter, _draft_exit))
     for name in ("range_start", "range_end"):
         setattr(_REC, name, dynamo.disable(getattr(_REC, name)))
 

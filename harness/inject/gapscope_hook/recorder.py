@@ -47,6 +47,8 @@ class _Thread:
         self.calls = 0      # steps numbered by order (functions, unnumbered ranges)
         self.open = 0       # steps open on this thread: only the outermost is a step
         self.stacks = {}    # NVTX domain -> the open ranges' tokens (None: not a step)
+        self.draft = 0      # the draft's work open (speculative.py): its step calls are none
+        self.pending = None  # (mark, phase) where the draft's work began, for the next step
 
 
 class Recorder:
@@ -95,7 +97,9 @@ class Recorder:
             t.calls += 1
             number = t.calls
         t.open += 1
-        return [number, self.mark(), self.phase()]
+        start = t.pending or (self.mark(), self.phase())
+        t.pending = None
+        return [number, start[0], start[1]]
 
     def _end(self, t: _Thread, token) -> None:
         t.open -= 1
@@ -121,8 +125,24 @@ class Recorder:
         run.steps.append((number, start[1], end[1], phases == (OPEN, OPEN)))
         run.last = number
 
+    def draft_enter(self) -> None:
+        """The draft's work begins (speculative.py): the next step starts here, unless a step
+        is open or the draft's work already began."""
+        t = self._thread()
+        if not t.open and t.pending is None and not t.draft:
+            t.pending = (self.mark(), self.phase())
+        t.draft += 1
+
+    def draft_exit(self) -> None:
+        t = self._thread()
+        t.draft = max(t.draft - 1, 0)
+
     def function_enter(self):
         t = self._thread()
+        if t.draft:
+            from .marks import DRAFT
+
+            return DRAFT
         if t.open:
             t.open += 1
             return None
@@ -130,6 +150,8 @@ class Recorder:
 
     def function_exit(self, token) -> None:
         t = self._thread()
+        if isinstance(token, str):  # marks.DRAFT: no step
+            return
         if token is None:
             t.open -= 1
         else:

@@ -4,7 +4,18 @@ docstring lists the variables), each on the module it patches, once the program 
 import os
 import sys
 
-from . import host_times, marks, nvtx_ranges, step_marks, syncs, window
+from . import (
+    compiled,
+    host_times,
+    main_code,
+    marks,
+    nvtx_ranges,
+    own_code,
+    speculative,
+    step_marks,
+    syncs,
+    window,
+)
 from .imports import AfterImport
 from .notes import say
 from .recorder import Recorder, _since_first, twin_document
@@ -22,7 +33,7 @@ def step_functions(value: str) -> list:
 
 def install(environ=os.environ) -> None:
     """Turns on what the environment asks for (GAPSCOPE_TWIN_DIR, GAPSCOPE_HOST_FUNCTIONS,
-    GAPSCOPE_SYNC_MARKS)."""
+    GAPSCOPE_OWN_CODE, GAPSCOPE_SYNC_MARKS)."""
     import atexit
     import json
 
@@ -33,8 +44,9 @@ def install(environ=os.environ) -> None:
 
     twin_dir = environ.get("GAPSCOPE_TWIN_DIR")
     host = environ.get("GAPSCOPE_HOST_FUNCTIONS")
+    own_value = environ.get("GAPSCOPE_OWN_CODE")
+    functions = step_functions(environ.get("GAPSCOPE_STEP_FUNCTIONS", "")) if twin_dir else []
     if twin_dir:
-        functions = step_functions(environ.get("GAPSCOPE_STEP_FUNCTIONS", ""))
         pattern = environ.get("GAPSCOPE_STEP_PATTERN") or None
         rec = Recorder(None if functions else pattern)
         marks.use(rec)
@@ -51,11 +63,19 @@ def install(environ=os.environ) -> None:
             step_marks.install(on, keys, bounds)
 
         for module_name, qualname in functions:
+            if module_name == "__main__":  # main_code.py's, below
+                continue
+
             def wrap(module, qualname=qualname):
                 if not marks.wrap_function(module, qualname):
                     say(f"{module.__name__}:{qualname}: no such function: not timed")
             wrap.__name__ = f"wrap {qualname}"
             on(module_name, wrap)
+        for module_name, qualname in step_functions(environ.get("GAPSCOPE_STEP_DRAFT", "")):
+            def draft(module, qualname=qualname):
+                speculative.wrap_draft(module, qualname)
+            draft.__name__ = f"draft {qualname}"
+            on(module_name, draft)
         if pattern and not functions:
             on("nvtx", nvtx_ranges.patch_nvtx)
             on("torch.cuda.nvtx", nvtx_ranges.patch_torch_nvtx)
@@ -96,6 +116,19 @@ def install(environ=os.environ) -> None:
 
     if host:
         host_times.install(on, host)
+    own = None
+    main_steps = main_code.main_steps(functions)
+    main_ranges = [q for q in environ.get("GAPSCOPE_MAIN_STEPS", "").split(",") if q]
+    if own_value is not None or main_steps or main_ranges:
+        own = install_own_code(on, own_value, main_steps, main_ranges, bool(twin_dir))
+        atexit.register(own_code.write, own, environ.get("GAPSCOPE_RUN_DIR"))
+    if host or own_value is not None or functions:
+        on("torch", compiled.patch_compile)
+    if not twin_dir and (host or own_value is not None):
+        def accepted(module):
+            speculative.patch_update(module, syncs._torch_mark)
+        accepted.__name__ = "mark the tokens each verification accepts"
+        on(speculative.MODULE, accepted)
 
     if environ.get("GAPSCOPE_SYNC_MARKS") == "1":
         import warnings
@@ -104,8 +137,8 @@ def install(environ=os.environ) -> None:
         on("torch", syncs.enable_sync_debug)
         on("torch", syncs.mark_device_and_event_syncs)
 
-    if callbacks:
-        finder = AfterImport(callbacks)
+    if callbacks or own is not None:
+        finder = AfterImport(callbacks, own)
         # list.insert, not sys.meta_path's own: under nsys's function trace sys.meta_path is a
         # list that wraps each finder inserted into it, so that the loader of every spec it
         # finds decorates the traced functions; ours hands on the spec of a finder nsys already
@@ -115,3 +148,38 @@ def install(environ=os.environ) -> None:
         for name in callbacks:
             finder.run_now(name)
 
+
+
+def install_own_code(on, value: str | None, main_steps: list, main_ranges: list, twin: bool):
+    """The program's own modules named as they are imported and the script's own functions
+    through sys.monitoring (own_code.py, main_code.py). `value` None: the script's step functions
+    alone (`main_steps` in a twin, `main_ranges` in the traced run: --step-function __main__:Q).
+    The OwnCode record, for the file written at exit."""
+    own = own_code.OwnCode(own_code.limit_of(value or ""))
+    if value is None:
+        own.wants = lambda spec: False
+    clock = host_times.clock()
+    enter = leave = None
+    if clock is not None and value is not None:
+        enter, leave = clock.enter, clock.exit
+    elif not twin and (value is not None or main_ranges):
+        enter, leave = main_code.lazy_nvtx()
+
+    def step_enter(name):
+        token = marks._enter()
+        if token is not marks.DRAFT:
+            marks._host_step_enter(name)
+        return token
+
+    def step_leave(token):
+        if token is not marks.DRAFT:
+            marks._host_step_exit()
+        marks._exit(token)
+
+    only = None if value is not None else frozenset(main_ranges)
+    calls = main_code.MainCalls(enter, leave, step_enter, step_leave, main_steps, only)
+    why = main_code.watch(calls)
+    # Why not (an older Python) goes to the record, which the report says once, not to the
+    # program's stderr in every process it starts.
+    own.main = {"named": why is None and enter is not None, "why": why, "functions": calls.seen}
+    return own

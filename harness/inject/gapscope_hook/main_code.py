@@ -1,0 +1,147 @@
+"""The script's own functions (`__main__`), which exist only once the script runs, so no import
+hook can wrap them: sys.monitoring (Python 3.12 and later) reports each call and return of every
+code object of the script's file instead. Each call is then what a wrapper would make of it: a
+named row (`__main__.QUALNAME`: an NVTX range in the traced run, timed in the twin's), or a step
+where the twin's GAPSCOPE_STEP_FUNCTIONS names `__main__:QUALNAME`.
+
+    PY_START   every code object's first start is looked at once: the script's functions (not
+               its module body, generators, coroutines, lambdas) stay watched, every other code
+               object's event is turned off for good (sys.monitoring.DISABLE)
+    PY_RETURN  the watched code's own return event (a local event)
+    PY_UNWIND  an exception leaving a watched function (global: it cannot be set per code object)
+"""
+
+import os
+import sys
+import threading
+
+TOOL_IDS = (3, 4, 5)  # after the debugger's, coverage's and profiler's (0, 1, 2); step_marks too
+# Generators, coroutines and async generators: a call returns before the work is done.
+CO_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200
+
+
+def main_file() -> str | None:
+    """The script's file, once Python has made `__main__` (None for `-c` code, an interactive
+    session, a frozen program)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return os.path.realpath(path) if isinstance(path, str) and path.endswith(".py") else None
+
+
+class MainCalls:
+    """Routes the calls and returns of the script's functions: `enter(name)` / `leave()` for
+    named rows, `step_enter(name)` / `step_leave(token)` for the steps among them (`steps`: the
+    QUALNAMEs of `__main__` that are step functions)."""
+
+    def __init__(self, enter=None, leave=None, step_enter=None, step_leave=None, steps=(),
+                 only=None):
+        self.enter, self.leave = enter, leave
+        self.step_enter, self.step_leave = step_enter, step_leave
+        self.steps = frozenset(steps)
+        self.only = only        # the QUALNAMEs named (None: every one)
+        self.seen = []          # the script's functions called so far, in order
+        self._local = threading.local()
+
+    def _stack(self) -> list:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def call(self, qualname: str) -> None:
+        name = f"__main__.{qualname}"
+        is_step = qualname in self.steps and self.step_enter is not None
+        token = self.step_enter(name) if is_step else None
+        named = (self.enter is not None and not is_step
+                 and (self.only is None or qualname in self.only))
+        if named:
+            self.enter(name)
+        self._stack().append((is_step, token, named))
+
+    def back(self) -> None:
+        stack = self._stack()
+        if not stack:
+            return
+        is_step, token, named = stack.pop()
+        if named:
+            self.leave()
+        if is_step:
+            self.step_leave(token)
+
+
+def watch(calls: MainCalls, monitoring=None) -> str | None:
+    """Turns the watch on. None when on, else why not (one line)."""
+    mon = monitoring or getattr(sys, "monitoring", None)
+    if mon is None:
+        return (f"the script's own functions (__main__) are not named: that needs sys.monitoring, "
+                f"new in Python 3.12 (this is {sys.version.split()[0]})")
+    tool = next((t for t in TOOL_IDS if mon.get_tool(t) is None), None)
+    if tool is None:
+        return "the script's own functions (__main__) are not named: every sys.monitoring tool id "\
+               "is taken"
+    mon.use_tool_id(tool, "gapscope main")
+    events = mon.events
+    watched = {}   # code -> qualname
+    files = {}     # co_filename -> whether it is the script's
+    script = []    # the script's file, once known
+
+    def is_script(filename: str) -> bool:
+        known = files.get(filename)
+        if known is None:
+            if not script:
+                found = main_file()
+                if found is None:
+                    return False  # __main__ not made yet: ask again at the next start
+                script.append(found)
+            known = files[filename] = os.path.realpath(filename) == script[0]
+        return known
+
+    def on_start(code, offset):
+        qualname = watched.get(code)
+        if qualname is None:
+            if (not is_script(code.co_filename) or code.co_flags & CO_NOT_PLAIN
+                    or code.co_name.startswith("<")):
+                return mon.DISABLE
+            qualname = watched[code] = code.co_qualname
+            calls.seen.append(qualname)
+            mon.set_local_events(tool, code, events.PY_RETURN)
+        calls.call(qualname)
+        return None
+
+    def on_return(code, offset, value):
+        if code in watched:
+            calls.back()
+
+    def on_unwind(code, offset, exc):
+        if code in watched:
+            calls.back()
+
+    mon.register_callback(tool, events.PY_START, on_start)
+    mon.register_callback(tool, events.PY_RETURN, on_return)
+    mon.register_callback(tool, events.PY_UNWIND, on_unwind)
+    mon.set_events(tool, events.PY_START | events.PY_UNWIND)
+    return None
+
+
+def lazy_nvtx() -> tuple:
+    """(push, pop) of an NVTX range, found at the first call (the script's functions run once
+    it has imported torch: torch's C calls, else nvtx's); no-ops where neither is there."""
+    from . import host_times
+
+    pair = []
+
+    def push(name):
+        if not pair:
+            pair.extend(host_times._nvtx_pair() or (lambda name: None, lambda: None))
+        pair[0](name)
+
+    def pop():
+        if pair:
+            pair[1]()
+
+    return push, pop
+
+
+def main_steps(functions: list) -> list:
+    """The QUALNAMEs of `__main__` among the step functions [(module, qualname)]."""
+    return [q for m, q in functions if m == "__main__"]
