@@ -3,12 +3,15 @@ a trivial function bare, through the hook's wrapper (traced: an NVTX push and po
 host clock), and through nsys's own function-trace wrapper where nsys runs it.
 
     python3 -m scripts.host_overhead --mode bare|ranges|clock [--calls N] [--json OUT]
+    python3 -m scripts.host_overhead --mode main-ranges|main-clock    # the script's own (3.12+)
     nsys profile --trace=nvtx python3 -m scripts.host_overhead --mode ranges      # under nsys
     nsys profile --trace=nvtx --python-functions-trace=F.json \\
         python3 -m scripts.host_overhead --mode nsys                              # nsys's own
 
+`main-ranges` and `main-clock` time `target` as a function of the script itself (`__main__`),
+which the hook names through sys.monitoring (gapscope_hook/main_code.py) instead of a wrapper.
 Prints one JSON line: the mode, the calls, ns a call (the median of 5 rounds) and the rounds.
-Needs torch for the NVTX calls (`ranges`); the rest is the standard library.
+Needs torch for the NVTX calls (`ranges`, `main-ranges`); the rest is the standard library.
 """
 
 import argparse
@@ -37,9 +40,29 @@ def timed(fn, calls: int) -> list:
     return out
 
 
+def main_watched(mode: str):
+    """`__main__`, its functions named through sys.monitoring as the hook names a script's."""
+    from gapscope_hook import host_times, main_code
+
+    if mode == "main-clock":
+        clock = host_times.HostClock()
+        host_times.use(clock)
+        clock.step_begin()
+        enter, leave = clock.enter, clock.exit
+    else:
+        import torch  # noqa: F401  (the hook's NVTX calls are torch's)
+
+        enter, leave = main_code.lazy_nvtx()
+    why = main_code.watch(main_code.MainCalls(enter, leave))
+    if why is not None:
+        raise SystemExit(f"host_overhead: {why}")
+    return sys.modules["__main__"]
+
+
 def main(argv: list) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mode", choices=["bare", "ranges", "clock", "nsys"], required=True)
+    p.add_argument("--mode", choices=["bare", "ranges", "clock", "nsys", "main-ranges",
+                                      "main-clock"], required=True)
     p.add_argument("--calls", type=int, default=200_000)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -57,6 +80,8 @@ def main(argv: list) -> int:
             host_times.use(clock)
             clock.step_begin()
         assert host_times.wrap_host_function(module, "target")
+    if args.mode.startswith("main-"):
+        module = main_watched(args.mode)
     # "nsys": nsys wrapped `target` at import (--python-functions-trace), or nothing did.
     rounds = timed(module.target, args.calls)
     line = json.dumps({"mode": args.mode, "calls": args.calls,

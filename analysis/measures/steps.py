@@ -147,8 +147,10 @@ def step_ranges(trace, pattern: str) -> tuple:
     if pattern != INFER:
         steps, source = match_steps(trace.ranges, pattern)
         if not steps.empty:
+            functions = sorted(set(steps["name"])) if source == "function" else None
             return (with_threads(steps, trace.thread_names),
-                    {"steps_from": source, "steps_inferred_by": None})
+                    {"steps_from": source, "steps_inferred_by": None,
+                     "step_functions": functions})
         if pattern != DEFAULT_STEP_PATTERN or trace.ops.empty:
             raise no_steps_error(trace.ranges, pattern)
     if trace.ops.empty:

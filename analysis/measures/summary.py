@@ -204,6 +204,7 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
         "steps": len(table),
         "steps_from": origin["steps_from"],
         "steps_inferred_by": origin["steps_inferred_by"],
+        "step_functions": origin.get("step_functions"),
         "threads": int(table["thread"].nunique()),
         "window_ns": window_ns,
         "busy_ns": busy_ns,

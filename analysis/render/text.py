@@ -46,8 +46,8 @@ GRAPH_NOTES = {
 # Where the steps came from (summary.steps_from), in words.
 STEPS_FROM = {
     "nvtx": "NVTX ranges",
-    "function": "calls of a traced Python function (nsys --python-functions-trace), numbered "
-                "in order within their thread",
+    "function": "calls of a Python function (nsys's function trace or gapscope's hook), "
+                "numbered in order within their thread",
     "profiler_step": "torch.profiler's ProfilerStep#N ranges (prof.step())",
     "inferred": "inferred from the trace (no step ranges)",
 }
@@ -62,6 +62,8 @@ def steps_from(s: dict) -> str | None:
     if source == "nvtx":
         return None
     by = s.get("steps_inferred_by")
+    if source == "function" and s.get("step_functions"):
+        by = ", ".join(s["step_functions"])
     return STEPS_FROM[source] + (f": {by}" if by else "")
 
 

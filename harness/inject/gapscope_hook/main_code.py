@@ -31,46 +31,39 @@ def main_file() -> str | None:
 class MainCalls:
     """Routes the calls and returns of the script's functions: `enter(name)` / `leave()` for
     named rows, `step_enter(name)` / `step_leave(token)` for the steps among them (`steps`: the
-    QUALNAMEs of `__main__` that are step functions)."""
+    QUALNAMEs of `__main__` that are step functions); `only`: the QUALNAMEs named (None: all)."""
 
     def __init__(self, enter=None, leave=None, step_enter=None, step_leave=None, steps=(),
                  only=None):
         self.enter, self.leave = enter, leave
         self.step_enter, self.step_leave = step_enter, step_leave
         self.steps = frozenset(steps)
-        self.only = only        # the QUALNAMEs named (None: every one)
+        self.only = only
         self.seen = []          # the script's functions called so far, in order
         self._local = threading.local()
 
-    def _stack(self) -> list:
+    def kind(self, qualname: str) -> int:
+        """What a call of this function is: STEP, NAMED or nothing (IGNORED)."""
+        if qualname in self.steps and self.step_enter is not None:
+            return STEP
+        if self.enter is not None and (self.only is None or qualname in self.only):
+            return NAMED
+        return IGNORED
+
+    def tokens(self) -> list:
+        """This thread's open steps' tokens."""
         stack = getattr(self._local, "stack", None)
         if stack is None:
             stack = self._local.stack = []
         return stack
 
-    def call(self, qualname: str) -> None:
-        name = f"__main__.{qualname}"
-        is_step = qualname in self.steps and self.step_enter is not None
-        token = self.step_enter(name) if is_step else None
-        named = (self.enter is not None and not is_step
-                 and (self.only is None or qualname in self.only))
-        if named:
-            self.enter(name)
-        self._stack().append((is_step, token, named))
 
-    def back(self) -> None:
-        stack = self._stack()
-        if not stack:
-            return
-        is_step, token, named = stack.pop()
-        if named:
-            self.leave()
-        if is_step:
-            self.step_leave(token)
+IGNORED, NAMED, STEP = 0, 1, 2
 
 
 def watch(calls: MainCalls, monitoring=None) -> str | None:
-    """Turns the watch on. None when on, else why not (one line)."""
+    """Turns the watch on. None when on, else why not (one line). The callbacks are kept short:
+    each call of a named function costs two of them (docs/PROFILING.md has the figure)."""
     mon = monitoring or getattr(sys, "monitoring", None)
     if mon is None:
         return (f"the script's own functions (__main__) are not named: that needs sys.monitoring, "
@@ -81,9 +74,12 @@ def watch(calls: MainCalls, monitoring=None) -> str | None:
                "is taken"
     mon.use_tool_id(tool, "gapscope main")
     events = mon.events
-    watched = {}   # code -> qualname
+    watched = {}   # code -> (kind, `__main__.QUALNAME`)
     files = {}     # co_filename -> whether it is the script's
     script = []    # the script's file, once known
+    enter, leave = calls.enter, calls.leave
+    step_enter, step_leave, tokens = calls.step_enter, calls.step_leave, calls.tokens
+    disable = mon.DISABLE
 
     def is_script(filename: str) -> bool:
         known = files.get(filename)
@@ -96,25 +92,41 @@ def watch(calls: MainCalls, monitoring=None) -> str | None:
             known = files[filename] = os.path.realpath(filename) == script[0]
         return known
 
+    def first_start(code):
+        if (not is_script(code.co_filename) or code.co_flags & CO_NOT_PLAIN
+                or code.co_name.startswith("<")):
+            return None
+        kind = calls.kind(code.co_qualname)
+        if kind == IGNORED:
+            return None
+        calls.seen.append(code.co_qualname)
+        entry = watched[code] = (kind, f"__main__.{code.co_qualname}")
+        mon.set_local_events(tool, code, events.PY_RETURN)
+        return entry
+
     def on_start(code, offset):
-        qualname = watched.get(code)
-        if qualname is None:
-            if (not is_script(code.co_filename) or code.co_flags & CO_NOT_PLAIN
-                    or code.co_name.startswith("<")):
-                return mon.DISABLE
-            qualname = watched[code] = code.co_qualname
-            calls.seen.append(qualname)
-            mon.set_local_events(tool, code, events.PY_RETURN)
-        calls.call(qualname)
+        entry = watched.get(code) or first_start(code)
+        if entry is None:
+            return disable
+        if entry[0] == NAMED:
+            enter(entry[1])
+        else:
+            tokens().append(step_enter(entry[1]))
         return None
 
     def on_return(code, offset, value):
-        if code in watched:
-            calls.back()
+        entry = watched.get(code)
+        if entry is None:
+            return
+        if entry[0] == NAMED:
+            leave()
+        else:
+            stack = tokens()
+            if stack:
+                step_leave(stack.pop())
 
     def on_unwind(code, offset, exc):
-        if code in watched:
-            calls.back()
+        on_return(code, offset, None)
 
     mon.register_callback(tool, events.PY_START, on_start)
     mon.register_callback(tool, events.PY_RETURN, on_return)
