@@ -16,6 +16,14 @@
 #   plain     nsys profile --trace=cuda of examples/nokv_loop.py, exported, then analysed: no
 #             NVTX_EVENTS table in the export
 #
+# The loops people write themselves (issue 39; docs/user-programs-20261204/programs/, drivers of
+# someone else's code imported as a cloned repository is: its folder put on sys.path):
+#   gptfast-eager, gptfast-compiled  gpt-fast's own generate() (GPT_FAST: its checkout),
+#             eager and compiled as its main() does
+#   nanogpt   nanoGPT's own GPT.generate (NANOGPT: its checkout)
+#   main-loop, main-loop-compiled   a decode loop and its model written in the script (__main__)
+#   assisted  transformers' generate() with an assistant model (speculative decoding)
+#
 # Each program is small (GPT-2/Llama-shaped ~125M, a few dozen tokens): each profile is one to
 # two minutes on the H200, mostly process starts (a program whose files open no window is
 # captured whole at once; one that opens it, in its window), the export and three untraced
@@ -43,7 +51,14 @@ mkdir -p "$out" "$work/traces"
 batch_log="$out/user-programs.log"
 log() { echo "user-programs: $*" | tee -a "$batch_log" >&2; }
 
+mine=docs/user-programs-20261204/programs
 declare -A programs=(
+  [gptfast-eager]="$mine/gptfast_gen.py --gpt-fast ${GPT_FAST:-gpt-fast} --new-tokens 100 --calls 3"
+  [gptfast-compiled]="$mine/gptfast_gen.py --gpt-fast ${GPT_FAST:-gpt-fast} --compile --new-tokens 100 --calls 3"
+  [nanogpt]="$mine/nanogpt_gen.py --nanogpt ${NANOGPT:-nanoGPT} --new-tokens 100 --samples 2"
+  [main-loop]="$mine/main_loop.py --new-tokens 100 --calls 3"
+  [main-loop-compiled]="$mine/main_loop.py --compile --new-tokens 100 --calls 3"
+  [assisted]="$mine/assisted.py --new-tokens 96 --calls 2"
   [nokv]="examples/nokv_loop.py --new-tokens 64"
   [sample]="examples/sample_generate.py --new-tokens 48"
   [window]="examples/window_generate.py --new-tokens 32"
@@ -81,9 +96,14 @@ for run in "$work"/traces/*/; do
   [ -d "$run" ] || continue
   dest="$pack/$(basename "$run")"
   mkdir -p "$dest"
-  for f in run.json untraced_steps.json report.md nsys.log; do
+  for f in run.json untraced_steps.json report.md nsys.log host_functions.txt functions.json \
+      "$run"/own_code-*.json; do
+    f=$(basename "$f")
     [ -f "$run/$f" ] && cp "$run/$f" "$dest/"
   done
+  # The whole `gapscope profile` output of the program the directory is named after.
+  name=${dest##*Z-}
+  [ -f "$work/$name.log" ] && cp "$work/$name.log" "$dest/profile.log"
   [ -f "$run/capture.sqlite" ] && xz -9 -T0 -c "$run/capture.sqlite" >"$dest/capture.sqlite.xz"
   for k in "$run"/twin/*/; do  # the twin runs' own files (their logs' last lines say enough)
     [ -d "$k" ] && tail -n 20 "$k/program.log" >"$dest/twin-$(basename "$k").log" 2>/dev/null

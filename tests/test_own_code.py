@@ -384,3 +384,26 @@ def test_the_hook_records_are_merged_and_map_ranges_to_functions(tmp_path):
         "modules": 2, "functions": 3, "limit": 600, "left_out": 3, "capped_at": "n",
         "main_functions": 1, "main_why": None}
     assert capture_own.read(tmp_path / "none") is None
+
+
+def test_a_function_wrapped_before_torch_was_imported_still_calls_through_when_compiled(
+        hook, tmp_path, monkeypatch):
+    """A module of the program's own that imports no torch is wrapped first; once torch comes,
+    its wrapper still steps aside inside a fullgraph compile (the global it reads is torch's)."""
+    pytest.importorskip("torch")
+    import torch
+    import torch._dynamo
+
+    (tmp_path / "early.py").write_text("def double(x):\n    return x * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "early", raising=False)
+    monkeypatch.delitem(sys.modules, "torch")  # not imported yet, as the program sees it
+    import early
+
+    assert hook.host_times.wrap_host_function(early, "double")
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    hook.host_times.watch_compiling(torch)  # the hook's callback on torch's import
+    torch._dynamo.reset()
+    fast = torch.compile(lambda x: early.double(x).relu(), backend="eager", fullgraph=True)
+    assert torch.equal(fast(torch.ones(2)), torch.full((2,), 2.0))
+    torch._dynamo.reset()

@@ -33,6 +33,21 @@ def compiling_check():
     return getattr(compiler, "is_compiling", None) or _never
 
 
+# What every wrapper asks at each call, a module global looked up then: torch's is_compiling
+# from the moment torch is imported (watch_compiling), also for the wrappers made before it (a
+# module of the program's own that imports no torch, wrapped first, later called inside a
+# compiled region: dynamo reads the global and folds the call).
+_COMPILING = _never
+
+
+def watch_compiling(torch=None) -> None:
+    """Points the wrappers at torch.compiler.is_compiling (on torch's import, start.py)."""
+    global _COMPILING
+    found = compiling_check()
+    if found is not _never:
+        _COMPILING = found
+
+
 class _Thread:
     def __init__(self):
         self.stack = []       # the named code open on the thread, innermost last
@@ -195,7 +210,7 @@ def host_wrapper(fn, name: str):
     does; called straight through while torch.compile traces."""
     import functools
 
-    compiling = compiling_check()
+    watch_compiling()
     ranges = None if _CLOCK is not None else _nvtx_pair()
 
     if _CLOCK is not None:
@@ -203,7 +218,7 @@ def host_wrapper(fn, name: str):
 
         @functools.wraps(fn)
         def gapscope_host(*args, **kwargs):
-            if compiling():
+            if _COMPILING():
                 return fn(*args, **kwargs)
             timer.enter(name)
             try:
@@ -215,7 +230,7 @@ def host_wrapper(fn, name: str):
 
         @functools.wraps(fn)
         def gapscope_host(*args, **kwargs):
-            if compiling():
+            if _COMPILING():
                 return fn(*args, **kwargs)
             push(name)
             try:

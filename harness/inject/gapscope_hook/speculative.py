@@ -27,6 +27,25 @@ def accepted_of(args: tuple, kwargs: dict):
     return n + 1 if isinstance(n, int) and not isinstance(n, bool) else None
 
 
+def nvtx_mark(text: str) -> None:
+    """An NVTX mark through torch (a CUDA build), else the nvtx package; nothing where neither
+    can (a CPU build of torch raises): the program never fails for a mark."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    try:
+        torch.cuda.nvtx.mark(text)
+        return
+    except Exception:
+        pass
+    try:
+        import nvtx
+
+        nvtx.mark(text)
+    except Exception:
+        pass
+
+
 def patch_update(module, mark) -> int:
     """Every class of `module` that defines update_candidate_strategy marks each call; how many."""
     done = 0

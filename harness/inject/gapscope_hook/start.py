@@ -123,10 +123,11 @@ def install(environ=os.environ) -> None:
         own = install_own_code(on, own_value, main_steps, main_ranges, bool(twin_dir))
         atexit.register(own_code.write, own, environ.get("GAPSCOPE_RUN_DIR"))
     if host or own_value is not None or functions:
+        on("torch", host_times.watch_compiling)
         on("torch", compiled.patch_compile)
     if not twin_dir and (host or own_value is not None):
         def accepted(module):
-            speculative.patch_update(module, syncs._torch_mark)
+            speculative.patch_update(module, speculative.nvtx_mark)
         accepted.__name__ = "mark the tokens each verification accepts"
         on(speculative.MODULE, accepted)
 
