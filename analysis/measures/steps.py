@@ -246,6 +246,8 @@ def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
         "cpu_end": steps["end"].to_numpy(),
         "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
         "thread": steps["thread"].to_numpy(),
+        # Tokens each step added, where the capture marks them (measures/draft.py).
+        **({"tokens": steps["tokens"].array} if "tokens" in steps.columns else {}),
     })
 
 
