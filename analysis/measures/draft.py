@@ -84,12 +84,13 @@ def _small_group(counts: np.ndarray) -> np.ndarray | None:
 
 
 def _feeds(small: np.ndarray) -> bool:
-    """The small-work forwards (in time order) feed the large ones: the first forward is
-    small-work, the last large-work, and small-work ones lie between at least half of the
-    consecutive large-work pairs."""
+    """The small-work forwards (in time order) feed the large ones: at most one large-work
+    forward before the first small-work one (a target's prefill before the draft's), the last
+    forward large-work, and small-work ones between at least half of the consecutive
+    large-work pairs."""
     large = np.flatnonzero(~small)
     between = int((np.diff(large) > 1).sum())
-    return bool(small[0] and not small[-1] and 2 * between >= len(large) - 1)
+    return bool(np.argmax(small) <= 1 and not small[-1] and 2 * between >= len(large) - 1)
 
 
 def draft_by_work(forwards: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
@@ -147,11 +148,8 @@ def speculative_steps(trace, steps: pd.DataFrame, origin: dict) -> tuple:
     (step_tokens) as a `tokens` column where the capture marks them."""
     if origin["steps_from"] == "function" and len(steps) >= 2:
         by_ranges = draft_by_ranges(steps, trace.ranges)
-        if by_ranges is not None:
-            (draft, candidates), found_by = by_ranges, "ranges"
-        else:
-            draft, candidates, found_by = draft_by_work(steps, trace.ops), steps.iloc[0:0], \
-                "kernels"
+        found_by = "kernels" if by_ranges is None else "ranges"
+        draft, candidates = by_ranges or (draft_by_work(steps, trace.ops), steps.iloc[0:0])
         if draft.any() and not draft.all():
             forwards = steps[draft].reset_index(drop=True)
             steps = verification_steps(steps[~draft], forwards, candidates)
