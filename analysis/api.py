@@ -73,7 +73,8 @@ class Analysis(measured.Analysis):
     host is the host table (METRICS.md, "Host time"): one row a step and the named code that
     spent its host time, host_steps one row a step. With an untraced twin, steps also has
     untraced_* columns; with GPU metrics, the per-step metrics (sm_active_pct, dram_read_pct
-    ...). ops' kind and name_id are codes: named_ops() and kernels() give the names as text;
+    ...); where the capture marks the tokens each step added (speculative decoding), tokens
+    after thread. ops' kind and name_id are codes: named_ops() and kernels() give the names as text;
     step is the step number (-1: no step's).
     """
 

@@ -314,3 +314,54 @@ def host_trace(scale: int = 1) -> Synth:
     t.call("cuKernelGetName", 12 * x, 13 * x)  # a per-launch lookup: not read
     t.call("cudaStreamSynchronize_v3020", 95 * x, 105 * x)
     return t
+
+
+LLAMA_FORWARD = "transformers.models.llama.modeling_llama.LlamaForCausalLM.forward"
+GENERATE = "transformers.generation.utils.GenerationMixin.generate"
+CANDIDATES = "transformers.generation.candidate_generator.AssistedCandidateGenerator"
+
+
+def speculative_trace(candidates: bool = True, generate: bool = True, marks: bool = True,
+                      scale: int = 1) -> Synth:
+    """generate(assistant_model=draft) on one thread: three verifications, the draft's forwards
+    (d, one kernel each) in get_candidates, inside the draft's own generate(), then the target's
+    forward (T, three kernels), then update_candidate_strategy and its `gapscope.accepted N`
+    mark (worked out in tests/test_speculative.py). `candidates`: the get_candidates and
+    update_candidate_strategy ranges; `generate`: the outer and the draft's generate() ranges
+    (neither: host functions off); `scale` multiplies every time.
+
+    time        10  20-30 40-50 60-70 100 110 ... 200 205 215  220 230-240 280 290 ... 380
+    generate   [0 ........................................................................ 600)
+    candidates  [10 ............... 100)                       [220 ....... 280)
+    draft gen.    [12 ............ 98)                           [222 ..... 278)
+    forwards       [d1]  [d2]  [d3]       [T1 110-200]               [d4]          [T2 290-380]
+    update                                             [205-215)                         [385-395)
+    marks                                                  ^210 accepted 3                  ^390 1
+    then candidates [400-470), draft gen. [402-468), d5 410-420, d6 430-440, T3 480-570,
+    update [575-585), mark 580 accepted 2.
+    ops     each d: a launch call [+1, +3) of its start, its kernel [+4, +14);
+            each T: launch calls at +10, +20, +30 (2 long), kernels of 20 back to back from +15
+    """
+    t = Synth()
+    x = scale
+    if generate:
+        t.range(GENERATE, 0, 600 * x)
+    verifications = (((10, 100), ((20, 30), (40, 50), (60, 70)), (110, 200), (205, 215), 210, 3),
+                     ((220, 280), ((230, 240),), (290, 380), (385, 395), 390, 1),
+                     ((400, 470), ((410, 420), (430, 440)), (480, 570), (575, 585), 580, 2))
+    for (c0, c1), drafts, (t0, t1), (u0, u1), at, accepted in verifications:
+        if candidates:
+            t.range(f"{CANDIDATES}.get_candidates", c0 * x, c1 * x)
+            t.range(f"{CANDIDATES}.update_candidate_strategy", u0 * x, u1 * x)
+        if generate:
+            t.range(GENERATE, (c0 + 2) * x, (c1 - 2) * x)
+        for d0, d1 in drafts:
+            t.range(LLAMA_FORWARD, d0 * x, d1 * x)
+            t.launch((d0 + 1) * x, (d0 + 3) * x, (d0 + 4) * x, (d0 + 14) * x, name="draft_k")
+        t.range(LLAMA_FORWARD, t0 * x, t1 * x)
+        for j in range(3):
+            t.launch((t0 + 10 * (j + 1)) * x, (t0 + 10 * (j + 1) + 2) * x,
+                     (t0 + 15 + 20 * j) * x, (t0 + 35 + 20 * j) * x, name="target_k")
+        if marks:
+            t.mark(f"gapscope.accepted {accepted}", at * x)
+    return t

@@ -238,7 +238,8 @@ def assign_steps(ops: pd.DataFrame, steps: pd.DataFrame) -> np.ndarray:
 
 
 def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
-    """The host side of the per-step table: step, name, cpu_start, cpu_end, cpu_ns, thread."""
+    """The host side of the per-step table: step, name, cpu_start, cpu_end, cpu_ns, thread;
+    tokens where the step ranges have them (measures/draft.py)."""
     return pd.DataFrame({
         "step": steps["index"].to_numpy(),
         "name": steps["name"].to_numpy(),
@@ -246,6 +247,8 @@ def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
         "cpu_end": steps["end"].to_numpy(),
         "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
         "thread": steps["thread"].to_numpy(),
+        # Tokens each step added, where the capture marks them (measures/draft.py).
+        **({"tokens": steps["tokens"].array} if "tokens" in steps.columns else {}),
     })
 
 

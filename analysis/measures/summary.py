@@ -1,6 +1,6 @@
 """The whole analysis of one trace, device by device (METRICS.md), and its summary numbers."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -8,6 +8,7 @@ import pandas as pd
 from ..errors import TraceError
 from ..measures.analysis import METRICS, Analysis
 from ..measures.calls import call_name, call_ranges, calls_summary, step_calls
+from ..measures.draft import draft_named, draft_summary, speculative_steps, tokens_summary
 from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.host_steps import host_analysis
@@ -55,7 +56,7 @@ def by_thread(steps: pd.DataFrame) -> pd.DataFrame:
 
 def analyze(trace: Trace, options: Options = Options()) -> list:
     """One Analysis per device that ran ops of the steps (or the one asked for)."""
-    steps, origin = step_ranges(trace, options.step_pattern)
+    steps, origin = speculative_steps(trace, *step_ranges(trace, options.step_pattern))
     checks = match_ranges(trace.ranges, compile_pattern(options.check_pattern, "--check"))
     ops = with_loop_launches(trace.ops.assign(step=assign_steps(trace.ops, steps)), steps)
     devices = sorted(int(d) for d in ops.loc[ops["step"] >= 0, "device"].unique())
@@ -98,6 +99,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     cover = check_cover(checks, busy, window)
     summary = summarize(device, table, gaps, window, window_busy_ns(ops, window), concurrent,
                         cover, ops, origin)
+    summary |= tokens_summary(table)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
     ranges = call_ranges(trace.ranges)
     calls = calls_summary(table, ranges, step_calls(ranges, table["cpu_start"].to_numpy(),
@@ -109,8 +111,14 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
         table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
-    host_steps, host_rows, summary["host"] = host_analysis(trace, steps, on_device.index, ops,
-                                                           origin)
+    draft = origin.get("draft")
+    # The draft's forwards are a host row of their own (draft.DRAFT_ROW).
+    host_trace = trace if draft is None else replace(
+        trace, ranges=draft_named(trace.ranges, draft["ranges"]))
+    host_steps, host_rows, summary["host"] = host_analysis(host_trace, steps, on_device.index,
+                                                           ops, origin)
+    if draft is not None:
+        summary["draft"] = draft_summary(draft, ops, on_device.index, table, summary["host"])
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
                     pairs=pairs, checks=cover, ops=numbered(ops, steps), host=host_rows,
                     host_steps=host_steps)
@@ -240,7 +248,7 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
     cover) per device that sampled metrics (or the one asked for). A step is its
     NVTX range on the host clock: nsys samples on the same clock, and without a CUDA trace the
     GPU span of a step is unknown, so the metrics of a step include its launch latency."""
-    steps, origin = step_ranges(trace, options.step_pattern)
+    steps, origin = speculative_steps(trace, *step_ranges(trace, options.step_pattern))
     devices = sorted(int(d) for d in trace.gpu_metrics["device"].unique())
     if options.device is not None:
         if options.device not in devices:

@@ -2,6 +2,7 @@
 one line a row (the code that spent it), traced and, where the twin timed it, untraced; and what
 removing each row would buy."""
 
+from ..measures.draft import DRAFT_ROW
 from ..render.markdown import md_table
 from ..render.text import LABEL_WIDTH, TEXT_WIDTH, ms_from_ns, pct
 
@@ -15,7 +16,10 @@ NAME_WIDTH = 34
 
 def short_row(name: str) -> str:
     """A row as a reader knows it: `Class.method` of a traced method, `module.function` of a
-    function (its package path left out); NVTX ranges as they are."""
+    function (its package path left out); NVTX ranges as they are; the draft's forwards
+    (measures/draft.py) `draft: Class.forward`."""
+    if name.startswith(DRAFT_ROW):
+        return DRAFT_ROW + short_row(name.removeprefix(DRAFT_ROW))
     parts = name.split(".")
     if len(parts) < 3 or any(not p.isidentifier() for p in parts):
         return name

@@ -11,6 +11,7 @@ from ..render.text import (
     SYNC_HINT,
     UNKNOWN,
     by_thread,
+    draft_text,
     ms_from_ns,
     no_twin_why,
     pct,
@@ -18,6 +19,7 @@ from ..render.text import (
     share_text,
     steps_from,
     sync_where,
+    tokens_text,
     us_from_ns,
 )
 
@@ -75,6 +77,9 @@ SHARE_ROWS = (("profiler's share of the bubble", "bubble"),
 def md_summary(a) -> str:
     s = a.summary
     rows = [(name, fmt(s[key])) for name, key, fmt in SUMMARY_ROWS]
+    # Tokens and the draft (speculative decoding) after the GPU period, where known.
+    rows[3:3] = [(name, text) for name, text in (("tokens", tokens_text(s)),
+                                                  ("draft", draft_text(s))) if text]
     if steps_from(s):
         rows.insert(1, ("steps from", steps_from(s)))
     rows += [(f"thread {thread}", f"{t['steps']} steps, {ms_from_ns(t['period_ns_median'])} "
@@ -101,8 +106,8 @@ def md_summary(a) -> str:
 HOST_STEPS = ("Per step, µs: the step on the host (its NVTX range)", ("step", "cpu_ns"), "cpu_ns")
 GPU_STEPS = (
     "Per step, µs: the NVTX range on the host, the step on the GPU, its idle time by ledger part",
-    ("step", "ops", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns", "idle_wait_ns",
-     "idle_host_ns", "idle_launch_ns"), "period_ns")
+    ("step", "ops", "tokens", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns",
+     "idle_wait_ns", "idle_host_ns", "idle_launch_ns"), "period_ns")
 TWIN_STEPS = (
     "Per step, µs: traced beside the untraced twin (CUDA events in a run without the profiler)",
     ("step", "period_ns", "untraced_period_ns", "bubble_ns", "untraced_bubble_ns"),

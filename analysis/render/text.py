@@ -8,6 +8,7 @@ import textwrap
 import pandas as pd
 
 from ..measures.calls import SHOWN as SHOWN_CALLS
+from ..measures.draft import DRAFT_ROW
 from ..measures.summary import CAUSES, LEDGER, by_thread
 from ..measures.syncs import UNKNOWN
 from ..render.palette import LEDGER_WORDS
@@ -53,6 +54,15 @@ STEPS_FROM = {
 }
 TEXT_WIDTH = 100
 LABEL_WIDTH = 17  # "  idle by cause  ": where a text line's value starts
+# How the draft's forwards were told from the target's (summary.draft.found_by), in words.
+DRAFT_FOUND_BY = {"ranges": "inside get_candidates or the draft's own generate()",
+                  "kernels": "told by their GPU work: the smaller of two groups of forwards by "
+                             "ops launched"}
+
+
+def class_method(name: str) -> str:
+    """`Class.method` of a traced method's qualified name (`LlamaForCausalLM.forward`)."""
+    return ".".join(name.split(".")[-2:])
 
 
 def steps_from(s: dict) -> str | None:
@@ -61,10 +71,39 @@ def steps_from(s: dict) -> str | None:
     source = s.get("steps_from", "nvtx")
     if source == "nvtx":
         return None
+    if s.get("draft"):
+        d = s["draft"]
+        return (f"target forwards of speculative decoding, numbered in order within their "
+                f"thread: {s['steps']} verifications, each from the draft work that feeds it "
+                f"(draft: {d['forwards']} forwards of {class_method(d['name'])}, "
+                f"{DRAFT_FOUND_BY[d['found_by']]})")
     by = s.get("steps_inferred_by")
     if source == "function" and s.get("step_functions"):
         by = ", ".join(s["step_functions"])
     return STEPS_FROM[source] + (f": {by}" if by else "")
+
+
+def tokens_text(s: dict) -> str | None:
+    """Tokens a step and ms a token beside ms a step, where the capture marks the tokens."""
+    if s.get("tokens") is None:
+        return None
+    per_step = s["period_ns_per_token"] * s["tokens_per_step_mean"]
+    return (f"{s['tokens']} in {s['token_steps']} steps: {s['tokens_per_step_mean']:.2f} a step "
+            f"(median {s['tokens_per_step_median']:g}), {ms_from_ns(s['period_ns_per_token'])} "
+            f"a token, {ms_from_ns(per_step)} a step (GPU period, mean)")
+
+
+def draft_text(s: dict) -> str | None:
+    """The draft's share of the steps: its GPU busy time a step and its host row."""
+    d = s.get("draft")
+    if not d:
+        return None
+    host = ("" if d["host_ns_mean"] is None else
+            f"; host row {DRAFT_ROW}{class_method(d['name'])} "
+            f"{ms_from_ns(d['host_ns_mean'])} a step ({pct(d['host_share'])} of the host time)")
+    return (f"{ms_from_ns(d['busy_ns_median'])} GPU busy a step (median), "
+            f"{pct(d['busy_share'])} of the steps' GPU busy, "
+            f"{d['forwards_per_step_mean']:.2f} forwards a step" + host)
 
 
 def steps_lines(s: dict, steps: pd.DataFrame) -> list:
@@ -100,6 +139,8 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         *steps_lines(s, steps if steps is not None else pd.DataFrame()),
         f"  step time      {ms_from_ns(s['step_cpu_ns_median'])} median on the host, "
         f"{ms_from_ns(s['period_ns_median'])} period on the GPU",
+        *(f"  {label:<15}{text}" for label, text in (("tokens", tokens_text(s)),
+                                                      ("draft", draft_text(s))) if text),
         f"  GPU busy       {pct(s['gpu_util'])} of a {ms_from_ns(s['window_ns'])} window "
         f"({ms_from_ns(s['busy_ns'])} busy, {ms_from_ns(s['idle_ns'])} idle in {s['gaps']} gaps)",
         f"  bubble         {us_from_ns(s['bubble_ns_median'])} median, "

@@ -49,6 +49,7 @@ CONSTANTS = {
         ("float64's 0.25 µs step", MATH + ": float64's resolution at 16 digits of µs"),
     ],
     "docs/METRICS.md": [
+        ("it qualifies with at least 3 calls", OPTION + " (measures/step_function.py MIN_CALLS)"),
         ("GRAPH_LAUNCH_NS = 10 µs", OPTION + " (measures/host_bound.py: the bound's graph launch)"),
         ("names for 95% of the ops at least", OPTION + " (measures/infer_loop.py LOOP_AGREEMENT)"),
         ("so it can pass 100%", MATH + ": a read-only GEMV moves half a copy's bytes"),
@@ -89,6 +90,8 @@ CONSTANTS = {
         ("all-reduce at 30 ns", EXAMPLE + " (tests/test_analysis_ranks.py)"),
     ],
     "docs/PROFILING.md": [
+        ("3.12 or later in the program", "a Python version: sys.monitoring is new in 3.12"),
+        ("on a Python older than 3.12", "a Python version: sys.monitoring is new in 3.12"),
         ("(FAIL under 1 GiB, WARN under 5 GiB)", OPTION + " (capture/doctor.py)"),
         ("busy time (within 5%)", OPTION + " (scripts/kineto_crosscheck.py --busy-tolerance)"),
     ],
