@@ -288,20 +288,33 @@ def test_a_compiled_step_function_is_a_step_with_its_graph_whole(hook, tmp_path,
 
 
 def test_each_verification_marks_the_tokens_it_added(hook):
+    """The sequence's length after the verification less its length at get_candidates (shapes,
+    no sync), else num_matches + 1 where that is a plain int."""
     marks = []
 
+    class Ids:
+        def __init__(self, n):
+            self.shape = (1, n)
+
     class Generator:
+        def get_candidates(self, input_ids):
+            return input_ids
+
         def update_candidate_strategy(self, input_ids, scores, num_matches):
             return num_matches
 
     module = types.SimpleNamespace(Generator=Generator, other=1)
-    assert hook.speculative.patch_update(module, marks.append) == 1
+    assert hook.speculative.patch_update(module, marks.append) == 2
     assert hook.speculative.patch_update(module, marks.append) == 0  # once
     g = Generator()
-    assert g.update_candidate_strategy(None, None, 2) == 2
-    g.update_candidate_strategy(None, None, num_matches=0)
-    g.update_candidate_strategy(None, None, object())  # not a plain int: no mark
-    assert marks == ["gapscope.accepted 3", "gapscope.accepted 1"]
+    g.get_candidates(Ids(16))
+    assert g.update_candidate_strategy(Ids(21), None, object()) is not None  # 5 added
+    g.get_candidates(Ids(21))
+    g.update_candidate_strategy(input_ids=Ids(22), scores=None, num_matches=0)
+    fresh = Generator()  # no get_candidates seen: num_matches + 1, else nothing
+    fresh.update_candidate_strategy(None, None, 2)
+    fresh.update_candidate_strategy(None, None, object())
+    assert marks == ["gapscope.accepted 5", "gapscope.accepted 1", "gapscope.accepted 3"]
 
 
 def test_the_draft_forwards_are_no_steps_and_the_step_starts_with_the_draft(hook):
@@ -330,7 +343,8 @@ def test_the_draft_forwards_are_no_steps_and_the_step_starts_with_the_draft(hook
 
 
 def table(rows: list) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["name", "calls", "steps", "cover", "duration_ns"])
+    columns = ["name", "calls", "steps", "cover", "duration_ns", "inside"]
+    return pd.DataFrame([(*r, ()) if len(r) == 5 else r for r in rows], columns=columns)
 
 
 def test_the_step_is_the_function_that_covers_the_launches_once_a_step_outermost_first():
@@ -344,6 +358,11 @@ def test_the_step_is_the_function_that_covers_the_launches_once_a_step_outermost
     assert once_a_step(table([("a.f", 99, 99, 0.49, 5)])) is None
     assert once_a_step(table([("a.f", 2, 2, 1.0, 5)])) is None
     assert once_a_step(table([])) is None
+    # The forward inside decode_one_token covers more (the prefills' launches too): the outer
+    # function is the step all the same.
+    assert once_a_step(table([("__main__.decode_one_token", 297, 297, 0.97, 900, ()),
+                              ("__main__.Decoder.forward", 300, 297, 0.99, 950,
+                               ("__main__.decode_one_token",))])) == "__main__.decode_one_token"
 
 
 def test_candidates_are_measured_on_the_steps_threads_outermost_calls(tmp_path):
@@ -365,8 +384,9 @@ def test_candidates_are_measured_on_the_steps_threads_outermost_calls(tmp_path):
                           "end": [100, 200, 300]})
     got = candidates_table(trace, steps, ["m.f", "m.g", "m.absent"])
     assert got.to_dict("records") == [
-        {"name": "m.f", "calls": 3, "steps": 3, "cover": 2 / 3, "duration_ns": 150},
-        {"name": "m.g", "calls": 3, "steps": 3, "cover": 1 / 3, "duration_ns": 30}]
+        {"name": "m.f", "calls": 3, "steps": 3, "cover": 2 / 3, "duration_ns": 150, "inside": ()},
+        {"name": "m.g", "calls": 3, "steps": 3, "cover": 1 / 3, "duration_ns": 30,
+         "inside": ("m.f",)}]
 
 
 def test_the_hook_records_are_merged_and_map_ranges_to_functions(tmp_path):

@@ -53,3 +53,18 @@ def test_code_the_scan_cannot_follow_leaves_it_unknown(tmp_path):
     for i in range(401):
         (many / f"m{i}.py").write_text("")
     assert opens_window((PY, "main.py"), tmp_path) is None
+
+
+def test_a_folder_the_program_puts_on_sys_path_is_read_where_the_command_names_it(tmp_path):
+    """A cloned repository, imported through sys.path from a folder given on the command line
+    (gpt-fast's, nanoGPT's): read too, so its window call is found, and its absence known."""
+    (tmp_path / "drive.py").write_text("import sys\nsys.path.insert(0, sys.argv[2])\n"
+                                       "import generate\n")
+    clone = tmp_path.parent / f"{tmp_path.name}-clone"
+    clone.mkdir()
+    (clone / "generate.py").write_text("def decode():\n    pass\n")
+    assert opens_window((PY, "drive.py"), tmp_path) is None  # no folder named: unknown
+    assert opens_window((PY, "drive.py", "--repo", str(clone)), tmp_path) is False
+    assert opens_window((PY, "drive.py", f"--repo={clone}"), tmp_path) is False
+    (clone / "generate.py").write_text("import torch\ntorch.cuda.profiler.start()\n")
+    assert opens_window((PY, "drive.py", "--repo", str(clone)), tmp_path) is True

@@ -5,8 +5,10 @@ not tried first with `--capture-range=cudaProfilerApi` and run again (PROFILING.
 
 Where the scan cannot see all of the program's own code, it says nothing (None: the window is
 tried first, as before): a command that is not `python SCRIPT` / `python -m MODULE`, a folder of
-more than MAX_FILES Python files, code that changes sys.path or loads code by other means
-(importlib, runpy, exec, a subprocess). A window opened inside an installed library is not seen:
+more than MAX_FILES Python files, code that loads code by other means (importlib, runpy, exec, a
+subprocess), or changes sys.path where the command names no folder. A program that puts a folder
+on sys.path is mostly given it on its command line (`--gpt-fast DIR`: a cloned repository): the
+folders the command names are read too, and then the change is seen. A window opened inside an installed library is not seen:
 `--range cudaProfilerApi` asks for the window whatever the scan says."""
 
 import re
@@ -21,9 +23,11 @@ WINDOW_CALLS = re.compile(
     r"cudaProfilerStart|cuProfilerStart|profilerStart|profile_start|start_profiler"
     r"|cuda\.profiler|cuda import profiler|profiler\.start\b|profiler\.profile\b"
     r"|harness\.profiling|harness import profiling|\bnsys\b")
-# Code the scan cannot follow: another folder on the path, code loaded by name or run apart.
-UNSEEN_CODE = re.compile(r"sys\.path\s*(?:\.\s*(?:insert|append|extend)|\+=|=)|\bimportlib\b"
-                         r"|\brunpy\b|\bexec\s*\(|\bsubprocess\b|\bos\.system\b|__import__")
+# Code the scan cannot follow: code loaded by name or run apart; another folder on the path
+# (followed where the command names folders: program_folders).
+UNSEEN_CODE = re.compile(r"\bimportlib\b|\brunpy\b|\bexec\s*\(|\bsubprocess\b|\bos\.system\b"
+                         r"|__import__")
+SYS_PATH = re.compile(r"sys\.path\s*(?:\.\s*(?:insert|append|extend)|\+=|=)")
 PYTHON = re.compile(r"python[0-9.]*")
 MAX_FILES = 400
 SKIP_DIRS = {".git", ".venv", "venv", "env", "__pycache__", "node_modules", "site-packages",
@@ -62,8 +66,12 @@ def opens_window(cmd: tuple, cwd: Path) -> bool | None:
     files = program_files(Path(root))
     if files is None:
         return None
-    unseen = False
-    for path in dict.fromkeys([first[0], *files]):
+    named = named_folders(cmd, Path(cwd), Path(root))
+    extra = [program_files(folder) for folder in named]
+    if any(found is None for found in extra):
+        return None
+    unseen = path_changed = False
+    for path in dict.fromkeys([first[0], *files, *(f for found in extra for f in found)]):
         try:
             text = path.read_text(errors="replace")
         except OSError:
@@ -71,4 +79,20 @@ def opens_window(cmd: tuple, cwd: Path) -> bool | None:
         if WINDOW_CALLS.search(text):
             return True
         unseen = unseen or bool(UNSEEN_CODE.search(text))
-    return None if unseen else False
+        path_changed = path_changed or bool(SYS_PATH.search(text))
+    return None if unseen or (path_changed and not named) else False
+
+
+def named_folders(cmd: tuple, cwd: Path, root: Path) -> list:
+    """The folders the command's arguments name (absolute or from the working folder), outside
+    the script's own folder (read already): where a program puts a cloned repository on
+    sys.path from."""
+    out = []
+    for arg in cmd[1:]:
+        value = arg.partition("=")[2] if arg.startswith("--") and "=" in arg else arg
+        if not value or value.startswith("-"):
+            continue
+        folder = (cwd / value).resolve()
+        if folder.is_dir() and folder != root and root not in folder.parents:
+            out.append(folder)
+    return list(dict.fromkeys(out))

@@ -12,9 +12,14 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export GPT_FAST=$PWD/.carry/ext/gpt-fast NANOGPT=$PWD/.carry/ext/nanoGPT PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-240}
 mkdir -p "$out"
 python3 -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__, torch.cuda.get_device_name())' >"$out/versions.txt" 2>&1
-bash scripts/user-programs.sh "$out/a" gptfast-compiled assisted >"$out/a.log" 2>&1 &
-bash scripts/user-programs.sh "$out/b" gptfast-eager nanogpt main-loop main-loop-compiled >"$out/b.log" 2>&1
+a=${BATCH_A:-gptfast-compiled assisted}
+b=${BATCH_B:-gptfast-eager nanogpt main-loop main-loop-compiled}
+# shellcheck disable=SC2086
+bash scripts/user-programs.sh "$out/a" $a >"$out/a.log" 2>&1 &
+# shellcheck disable=SC2086
+bash scripts/user-programs.sh "$out/b" $b >"$out/b.log" 2>&1
 wait
+[ -n "${SKIP_EXTRAS:-}" ] && exit 0
 # A device loop (while-graph: the whole decode one graph launch): the last line's step count is
 # the report's (inferred), not the capture's `Step N` ranges (none).
 bash scripts/profile.sh while-graph --batch 1 --new-tokens 100 >"$out/while-graph.log" 2>&1

@@ -3,7 +3,7 @@ Llama-shaped target and a 2-layer draft of the same family, random weights. The 
 layers, embeddings, norm and head are the target's first two layers and its own, and the
 target's later layers write nothing into the residual stream (their output projections zero):
 the target runs all 12 layers and computes what the draft does, so the draft's tokens are
-mostly accepted, as a well-matched draft's are. No gapscope in it.
+mostly accepted, as a well-matched draft's are. Four proposals a verification. No gapscope in it.
 
     python3 assisted.py [--new-tokens 96] [--calls 2]
 """
@@ -27,6 +27,11 @@ def models(device: str, dtype):
         for layer in target.model.layers[2:]:
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
+    # Four proposals a verification, drafted whatever the draft's confidence (random weights
+    # leave it low: transformers would stop drafting after one).
+    draft.generation_config.num_assistant_tokens = 4
+    draft.generation_config.num_assistant_tokens_schedule = "constant"
+    draft.generation_config.assistant_confidence_threshold = 0.0
     return (target.to(device=device, dtype=dtype).eval(),
             draft.to(device=device, dtype=dtype).eval())
 

@@ -64,8 +64,22 @@ def _host_step_enter(name):
         clock.enter(name)
 
 
-# A step function's call inside the draft's work (speculative.py): not a step.
+# A step function's call inside the draft's work (speculative.py): not a step, but a row of the
+# host table of its own, named as the analysis names the draft's forwards (measures/draft.py).
 DRAFT = "draft"
+DRAFT_ROW = "draft: "
+
+
+def _host_draft_enter(name):
+    clock = host_times.clock()
+    if clock is not None:
+        clock.enter(DRAFT_ROW + name)
+
+
+def _host_draft_exit():
+    clock = host_times.clock()
+    if clock is not None:
+        clock.exit()
 
 
 def _draft_enter():
@@ -97,7 +111,11 @@ def step_wrapper(fn, name: str | None = None):
     def gapscope_step(*args, **kwargs):
         token = _enter()
         if token is DRAFT:
-            return fn(*args, **kwargs)
+            _host_draft_enter(row)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _host_draft_exit()
         _host_step_enter(row)
         try:
             return fn(*args, **kwargs)
@@ -137,10 +155,12 @@ def _arg(args: tuple, kwargs: dict, position: int, name: str):
 def disable_dynamo(dynamo) -> None:
     """Once torch._dynamo is imported: the recorder's entry points run eagerly, never traced."""
     global _enter, _exit, _push, _pop, _host_step_enter, _host_step_exit
-    global _draft_enter, _draft_exit
-    (_enter, _exit, _push, _pop, _host_step_enter, _host_step_exit, _draft_enter,
-     _draft_exit) = (dynamo.disable(f) for f in (_enter, _exit, _push, _pop, _host_step_enter,
-                                                 _host_step_exit, _draft_enter, _draft_exit))
+    global _draft_enter, _draft_exit, _host_draft_enter, _host_draft_exit
+    (_enter, _exit, _push, _pop, _host_step_enter, _host_step_exit, _draft_enter, _draft_exit,
+     _host_draft_enter, _host_draft_exit) = (
+        dynamo.disable(f) for f in (_enter, _exit, _push, _pop, _host_step_enter,
+                                    _host_step_exit, _draft_enter, _draft_exit,
+                                    _host_draft_enter, _host_draft_exit))
     for name in ("range_start", "range_end"):
         setattr(_REC, name, dynamo.disable(getattr(_REC, name)))
 
