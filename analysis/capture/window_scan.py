@@ -8,8 +8,9 @@ tried first, as before): a command that is not `python SCRIPT` / `python -m MODU
 more than MAX_FILES Python files, code that loads code by other means (importlib, runpy, exec, a
 subprocess), or changes sys.path where the command names no folder. A program that puts a folder
 on sys.path is mostly given it on its command line (`--gpt-fast DIR`: a cloned repository): the
-folders the command names are read too, and then the change is seen. A window opened inside an installed library is not seen:
-`--range cudaProfilerApi` asks for the window whatever the scan says."""
+folders the command names are read too, and then the change is seen. A window opened inside an
+installed library is not seen: `--range cudaProfilerApi` asks for the window whatever the scan
+says."""
 
 import re
 from pathlib import Path
