@@ -63,8 +63,17 @@ def test_a_folder_the_program_puts_on_sys_path_is_read_where_the_command_names_i
     clone = tmp_path.parent / f"{tmp_path.name}-clone"
     clone.mkdir()
     (clone / "generate.py").write_text("def decode():\n    pass\n")
+    (clone / "train.py").write_text("exec(open('configurator.py').read())\n")  # nanoGPT's
     assert opens_window((PY, "drive.py"), tmp_path) is None  # no folder named: unknown
     assert opens_window((PY, "drive.py", "--repo", str(clone)), tmp_path) is False
     assert opens_window((PY, "drive.py", f"--repo={clone}"), tmp_path) is False
     (clone / "generate.py").write_text("import torch\ntorch.cuda.profiler.start()\n")
     assert opens_window((PY, "drive.py", "--repo", str(clone)), tmp_path) is True
+
+
+def test_torch_profiler_kineto_is_no_capture_window(tmp_path):
+    """torch.profiler.profile() (Kineto) calls no cudaProfilerStart: gpt-fast's generate.py has
+    one, and its programs were captured twice, the first try finding no window."""
+    (tmp_path / "main.py").write_text("import torch\nwith torch.profiler.profile() as p:\n"
+                                      "    pass\n")
+    assert opens_window((PY, "main.py"), tmp_path) is False

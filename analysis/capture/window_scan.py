@@ -8,7 +8,8 @@ tried first, as before): a command that is not `python SCRIPT` / `python -m MODU
 more than MAX_FILES Python files, code that loads code by other means (importlib, runpy, exec, a
 subprocess), or changes sys.path where the command names no folder. A program that puts a folder
 on sys.path is mostly given it on its command line (`--gpt-fast DIR`: a cloned repository): the
-folders the command names are read too, and then the change is seen. A window opened inside an
+folders the command names are read too, and then the change is seen (their files' own loading
+by exec or importlib loads their files, read all the same). A window opened inside an
 installed library is not seen: `--range cudaProfilerApi` asks for the window whatever the scan
 says."""
 
@@ -19,10 +20,12 @@ from ..capture.host_functions import script_root
 
 # What opens a window: the CUDA runtime's and driver's calls by any binding (torch.cuda.cudart,
 # cuda-python, cupy's profilerStart, numba's profile_start, pycuda's start_profiler), torch's
-# profiler module (its start() and profile()), gapscope's own marks, a program that speaks of nsys.
+# torch.cuda.profiler module (its start() and profile()), gapscope's own marks, a program that
+# speaks of nsys. Not torch.profiler (Kineto: CUPTI's activity records, no cudaProfilerStart;
+# gpt-fast's generate.py has one behind its --profile).
 WINDOW_CALLS = re.compile(
     r"cudaProfilerStart|cuProfilerStart|profilerStart|profile_start|start_profiler"
-    r"|cuda\.profiler|cuda import profiler|profiler\.start\b|profiler\.profile\b"
+    r"|cuda\.profiler|cuda import profiler"
     r"|harness\.profiling|harness import profiling|\bnsys\b")
 # Code the scan cannot follow: code loaded by name or run apart; another folder on the path
 # (followed where the command names folders: program_folders).
@@ -72,6 +75,7 @@ def opens_window(cmd: tuple, cwd: Path) -> bool | None:
     if any(found is None for found in extra):
         return None
     unseen = path_changed = False
+    own = set([first[0], *files])
     for path in dict.fromkeys([first[0], *files, *(f for found in extra for f in found)]):
         try:
             text = path.read_text(errors="replace")
@@ -79,8 +83,11 @@ def opens_window(cmd: tuple, cwd: Path) -> bool | None:
             return None
         if WINDOW_CALLS.search(text):
             return True
-        unseen = unseen or bool(UNSEEN_CODE.search(text))
-        path_changed = path_changed or bool(SYS_PATH.search(text))
+        # A named folder's own loading (a training script's exec of its config file) loads its
+        # own files, read here all the same.
+        if path in own:
+            unseen = unseen or bool(UNSEEN_CODE.search(text))
+            path_changed = path_changed or bool(SYS_PATH.search(text))
     return None if unseen or (path_changed and not named) else False
 
 

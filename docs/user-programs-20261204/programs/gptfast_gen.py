@@ -15,14 +15,16 @@ import torch
 
 
 def stand_ins() -> None:
-    """generate.py imports its tokenizer's packages; where one is missing, an empty module."""
-    for name in ("sentencepiece", "tiktoken", "tiktoken.load"):
-        try:
-            __import__(name)
-        except ImportError:
+    """generate.py imports its tokenizer's packages; where they are missing, empty modules."""
+    try:
+        import sentencepiece  # noqa: F401
+        import tiktoken  # noqa: F401
+        import tiktoken.load  # noqa: F401
+    except ImportError:
+        for name in ("sentencepiece", "tiktoken", "tiktoken.load"):
             module = types.ModuleType(name)
             module.load_tiktoken_bpe = None
-            sys.modules[name] = module
+            sys.modules.setdefault(name, module)
 
 
 def main() -> None:

@@ -22,10 +22,16 @@ CO_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200
 
 def main_file() -> str | None:
     """The script's file, once Python has made `__main__` (None for `-c` code, an interactive
-    session, a frozen program)."""
+    session, a frozen program); "" where `__main__` is a library's own module (a compile
+    worker torch starts with `python -m`, which inherits the environment): nothing to name."""
+    from .own_code import is_own, library_roots
+
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    return os.path.realpath(path) if isinstance(path, str) and path.endswith(".py") else None
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    path = os.path.realpath(path)
+    return path if is_own("script", path, library_roots()) else ""
 
 
 class MainCalls:
@@ -89,6 +95,8 @@ def watch(calls: MainCalls, monitoring=None) -> str | None:
                 if found is None:
                     return False  # __main__ not made yet: ask again at the next start
                 script.append(found)
+            if not script[0]:
+                return False
             known = files[filename] = os.path.realpath(filename) == script[0]
         return known
 
