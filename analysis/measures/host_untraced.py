@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..measures.analysis import Analysis
-from ..measures.host import OTHER, OUTLIER, row_name
+from ..measures.host import OTHER, OUTLIER, row_name, typical
 from ..measures.host_bound import FORWARD_GRAPH, FORWARD_PYTHON, GRAPH_LAUNCH_NS, limits
 from ..measures.stats import median
 from ..measures.untraced import share
@@ -38,16 +38,20 @@ def twin_steps(host: pd.DataFrame, window: tuple | None) -> pd.DataFrame:
     return steps
 
 
-def untraced_rows(u: UntracedSteps) -> tuple:
+def untraced_rows(u: UntracedSteps, keep: set | None = None) -> tuple:
     """(each row's mean ns a step, median over the twin's sequences; the period likewise; the
     sequences, the steps): means over each sequence's typical steps (at most OUTLIER times its
-    median period), as the traced table's."""
+    median period), as the traced table's; `keep`: the step numbers the traced table's means
+    are over, where the twin numbers its steps as the capture does (the same steps)."""
     host = u.host.copy()
     host["step_position"] = host.groupby(["sequence", "name"]).cumcount()
     window = u.window if u.numbering == "range" else None
     steps = twin_steps(host, window)
-    limit = steps.groupby("sequence")["period_ns"].transform("median") * OUTLIER
-    steps = steps[steps["period_ns"] <= limit]
+    if keep is not None:  # the traced means' steps decide, not the twin's own median
+        steps = steps[steps["step"].isin(keep)]
+    else:
+        limit = steps.groupby("sequence")["period_ns"].transform("median") * OUTLIER
+        steps = steps[steps["period_ns"] <= limit]
     mine = host.merge(steps[["sequence", "step_position", "follows"]],
                       on=["sequence", "step_position"])
     mine["ns"] = mine["in_ns"] + np.where(mine["follows"], mine["after_ns"], 0)
@@ -66,7 +70,7 @@ def with_host_untraced(a: Analysis, u: UntracedSteps) -> Analysis:
     h = a.summary.get("host")
     if not h or not h.get("steps") or u.host is None or u.host.empty:
         return a
-    rows, period, sequences, steps = untraced_rows(u)
+    rows, period, sequences, steps = untraced_rows(u, traced_typical(a, u))
     if not steps:
         return a
     traced_rows = [r | {"untraced_ns": rows.get(r["name"]),
@@ -79,6 +83,18 @@ def with_host_untraced(a: Analysis, u: UntracedSteps) -> Analysis:
     summary = a.summary | {"host": h | {"rows": traced_rows, "untraced": untraced,
                                         "bounds": bounds}}
     return dataclasses.replace(a, summary=summary)
+
+
+def traced_typical(a: Analysis, u: UntracedSteps) -> set | None:
+    """The step numbers of the traced table's means (its typical steps), where the twin's steps
+    are numbered as the capture's (function calls by order, NVTX ranges by number): so a first
+    call of several times the period, left out traced, is left out untraced too. None else."""
+    per_step = a.host_steps
+    if (per_step is None or per_step.empty or u.numbering not in ("order", "range")
+            or a.summary.get("steps_from") not in ("function", "nvtx")
+            or a.summary.get("threads", 1) != 1):
+        return None
+    return set(per_step.loc[typical(per_step), "step"].astype(int).tolist())
 
 
 def untraced_bound(b: dict, rows: list, period: float | None) -> dict:
