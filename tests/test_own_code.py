@@ -135,6 +135,19 @@ def test_own_modules_are_source_files_outside_the_library_and_torch_or_transform
     assert not own("_sre", "built-in", roots) and not own("ext", "/home/me/ext.so", roots)
 
 
+def test_a_package_installed_into_a_folder_of_its_own_is_no_own_code(hook, tmp_path):
+    """pip install --target DIR, DIR on PYTHONPATH: its dist-info lies beside the package."""
+    (tmp_path / "tabulate").mkdir()
+    (tmp_path / "tabulate" / "__init__.py").write_text("")
+    (tmp_path / "tabulate-0.10.0.dist-info").mkdir()
+    (tmp_path / "mine.py").write_text("")
+    own = hook.own_code.is_own
+    assert not own("tabulate", str(tmp_path / "tabulate" / "__init__.py"), ())
+    assert own("mine", str(tmp_path / "mine.py"), ())
+    assert hook.own_code.module_root("/x/a/b.py", "a.b") == "/x"
+    assert hook.own_code.module_root("/x/a/__init__.py", "a") == "/x"
+
+
 def test_a_module_names_its_plain_functions_and_methods_not_imports_generators_or_dunders(
         hook, tmp_path, monkeypatch):
     (tmp_path / "own_mod.py").write_text(MODEL)

@@ -5,8 +5,8 @@ named row (`__main__.QUALNAME`: an NVTX range in the traced run, timed in the tw
 where the twin's GAPSCOPE_STEP_FUNCTIONS names `__main__:QUALNAME`.
 
     PY_START   every code object's first start is looked at once: the script's functions (not
-               its module body, generators, coroutines, lambdas) stay watched, every other code
-               object's event is turned off for good (sys.monitoring.DISABLE)
+               its module body, class bodies, generators, coroutines, lambdas) stay watched,
+               every other code object's event is turned off for good (sys.monitoring.DISABLE)
     PY_RETURN  the watched code's own return event (a local event)
     PY_UNWIND  an exception leaving a watched function (global: it cannot be set per code object)
 """
@@ -18,6 +18,8 @@ import threading
 TOOL_IDS = (3, 4, 5)  # after the debugger's, coverage's and profiler's (0, 1, 2); step_marks too
 # Generators, coroutines and async generators: a call returns before the work is done.
 CO_NOT_PLAIN = 0x20 | 0x80 | 0x100 | 0x200
+# A function's code (a class body's is not: it runs once, as the class is made).
+CO_OPTIMIZED = 0x1
 
 
 def main_file() -> str | None:
@@ -102,7 +104,7 @@ def watch(calls: MainCalls, monitoring=None) -> str | None:
 
     def first_start(code):
         if (not is_script(code.co_filename) or code.co_flags & CO_NOT_PLAIN
-                or code.co_name.startswith("<")):
+                or not code.co_flags & CO_OPTIMIZED or code.co_name.startswith("<")):
             return None
         kind = calls.kind(code.co_qualname)
         if kind == IGNORED:

@@ -62,7 +62,36 @@ def is_own(name: str, origin, roots: tuple) -> bool:
     if any(path.startswith(r) for r in roots):
         return False
     parts = path.split(os.sep)
-    return "site-packages" not in parts and "dist-packages" not in parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return False
+    return not installed_beside(path, name)
+
+
+_INSTALLED = {}  # folder -> the distributions installed there (normalised names)
+
+
+def module_root(path: str, name: str) -> str:
+    """The folder a module is imported from (its sys.path entry): `.../X/a/b.py` for `a.b`,
+    `.../X/a/__init__.py` for `a`, both X."""
+    up = len(name.split(".")) + (os.path.basename(path) == "__init__.py")
+    for _ in range(up):
+        path = os.path.dirname(path)
+    return path
+
+
+def installed_beside(path: str, name: str) -> bool:
+    """The module's top-level package was installed into a folder of its own (pip --target, a
+    folder put on PYTHONPATH): that folder holds a `NAME-VERSION.dist-info` of its name. An
+    editable install's metadata lies in site-packages, not beside its source: still the
+    program's own."""
+    root = module_root(path, name)
+    if root not in _INSTALLED:
+        try:
+            _INSTALLED[root] = {e.split("-")[0].lower() for e in os.listdir(root)
+                                if e.endswith(".dist-info")}
+        except OSError:
+            _INSTALLED[root] = set()
+    return name.partition(".")[0].lower() in _INSTALLED[root]
 
 
 def _plain(fn) -> bool:
