@@ -14,7 +14,7 @@ from test_scripts import run_dirs
 
 from analysis import api
 from analysis.measures.steps import INFER, step_ranges
-from analysis.measures.twin_keys import GRAPH, boundaries, thread_key
+from analysis.measures.twin_keys import GRAPH, boundaries, thread_keys
 from analysis.readers import load_trace
 from analysis.readers.untraced import FORMAT
 
@@ -39,7 +39,7 @@ def ranges(trace) -> pd.DataFrame:
 def test_graph_steps_are_keyed_on_graph_launches_and_counted_from_the_first(tmp_path):
     trace = load_trace(graph_loop().write(tmp_path / "g.sqlite"))
     steps = ranges(trace)
-    assert thread_key(trace, steps["tid"][0], steps) == (GRAPH, None)
+    assert thread_keys(trace, steps["tid"][0], steps) == ((GRAPH,), None)
     # The set-up graph's launch at 100 is boundary 1; the steps start at boundaries 2..5; the last
     # step ends before the thread's next graph launch could: no twin step matches it.
     number, follows, count = boundaries(trace, steps["tid"][0], steps, GRAPH)
@@ -50,7 +50,7 @@ def test_steps_after_a_marked_sync_are_keyed_on_its_line(tmp_path):
     trace = load_trace(marked_loop().write(tmp_path / "m.sqlite"))
     steps = ranges(trace)
     tid = steps["tid"][0]
-    assert thread_key(trace, tid, steps) == (LINE, None)
+    assert thread_keys(trace, tid, steps) == ((LINE,), None)
     # The prefill's sync is boundary 1: decode step k starts after boundary k.
     number, follows, count = boundaries(trace, tid, steps, LINE)
     assert (list(number), list(follows), count) == ([1, 2, 3, 4, 5], [True] * 4 + [False], 6)
@@ -59,8 +59,8 @@ def test_steps_after_a_marked_sync_are_keyed_on_its_line(tmp_path):
 def test_steps_with_no_line_to_mark_or_no_sync_say_why(tmp_path):
     trace = load_trace(eager_loop().write(tmp_path / "plain.sqlite"))
     steps = ranges(trace)
-    key, why = thread_key(trace, steps["tid"][0], steps)
-    assert key is None and why.startswith("the capture names no one source line for the sync")
+    key, why = thread_keys(trace, steps["tid"][0], steps)
+    assert key == () and why.startswith("the capture names no one source line for the sync")
     t = Synth()
     for k in range(4):  # no sync: the steps are cut at the largest host gap
         for j, name in enumerate(("embed", "gemm", "act", "head")):
@@ -68,7 +68,7 @@ def test_steps_with_no_line_to_mark_or_no_sync_say_why(tmp_path):
                      1000 + 200 * k + 10 * j + 5, 1000 + 200 * k + 10 * j + 8, name=name)
     trace = load_trace(t.write(tmp_path / "nosync.sqlite"))
     steps = ranges(trace)
-    assert thread_key(trace, TID | (1000 << 24), steps)[1] == (
+    assert thread_keys(trace, TID | (1000 << 24), steps)[1] == (
         "the steps are cut at the largest host gap (no blocking call once a step), which a run "
         "without the profiler cannot place")
 
@@ -164,3 +164,30 @@ def test_a_twin_whose_thread_marked_another_key_is_no_twin(tmp_path):
     d = run_dir(tmp_path, marked_loop(), [twin_run("/src/other.py:1", [1, 2, 3, 4, 5], 6)])
     (a,) = api.open(d)
     assert "untraced" not in a.summary
+
+
+def test_steps_cut_after_either_of_two_syncs_run_once_a_step_are_keyed_on_both(tmp_path):
+    """nanoGPT's generate syncs twice a token (its logits' index and its top-k mask); the
+    inference cut some stretches after one and some after the other: each line keys the steps
+    cut after it, so both get a twin."""
+    a, b = "/src/model.py:190", "/src/model.py:322"
+    t = Synth()
+    for k in range(6):  # a token: a launch, sync A, a launch, sync B
+        base = 1000 + 100 * k
+        t.launch(base, base + 2, base + 5, base + 8, name="forward")
+        t.call("cudaStreamSynchronize_v3020", base + 10, base + 20)
+        t.sync_mark(f"{a} GPT.forward", base + 21)
+        t.launch(base + 30, base + 32, base + 35, base + 38, name="sample")
+        t.call("cudaStreamSynchronize_v3020", base + 40, base + 50)
+        t.sync_mark(f"{b} GPT.generate", base + 51)
+    trace = load_trace(t.write(tmp_path / "two.sqlite"))
+    tid = trace.ops["tid"].iloc[0]
+    # Steps 1-2 cut after A (from the sample launch on), steps 3-5 after B (from the forward).
+    starts = [1030, 1130, 1300, 1400, 1500]
+    steps = pd.DataFrame({"start": starts, "end": [1130, 1230, 1400, 1500, 1600]})
+    assert thread_keys(trace, tid, steps) == ((b, a), None)
+    number, follows, count = boundaries(trace, tid, steps, a)
+    assert (list(number), list(follows), count) == ([1, 2, -1, -1, -1], [True] + [False] * 4, 6)
+    number, follows, count = boundaries(trace, tid, steps, b)
+    assert (list(number), list(follows), count) == ([-1, -1, 3, 4, 5], [False, False, True, True,
+                                                                        False], 6)

@@ -11,7 +11,7 @@ from ..capture import hook
 from ..capture.profile_steps import StepChoice, numbered, traced_window
 from ..errors import TraceError
 from ..measures.steps import INFER, step_ranges
-from ..measures.twin_keys import thread_key
+from ..measures.twin_keys import thread_keys
 from ..readers import load_trace
 from ..render.mpl_config import without_own_config_dir
 
@@ -54,12 +54,11 @@ def inferred_marks(sqlite: Path) -> tuple:
     keys, why = [], []
     for tid, mine in steps.groupby("tid", sort=False):
         mine = mine.sort_values("start", kind="stable")
-        key, reason = thread_key(trace, tid, mine, origin["steps_inferred_by"] or "")
-        if key is None:
+        found, reason = thread_keys(trace, tid, mine, origin["steps_inferred_by"] or "")
+        if not found:
             why.append(reason if steps["tid"].nunique() == 1 else
                        f"thread {mine['thread'].iloc[0]}: {reason}")
-        elif key not in keys:
-            keys.append(key)
+        keys += [k for k in found if k not in keys]
     return tuple(keys), why
 
 

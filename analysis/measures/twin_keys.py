@@ -46,35 +46,57 @@ def _sync_lines(trace, tid: int, steps: pd.DataFrame) -> pd.DataFrame:
     return calls.assign(where=where).sort_values("start", kind="stable").reset_index(drop=True)
 
 
-def thread_key(trace, tid: int, steps: pd.DataFrame, how: str = "") -> tuple:
-    """(key, None) for one thread's inferred steps (`steps`: start, end of each, sorted), or
-    (None, why the twin cannot mark them, one line)."""
+def _step_lines(calls: pd.DataFrame, start: np.ndarray) -> tuple:
+    """(whether a sync precedes each step's start; each step's line: the one the last sync
+    before its start is marked with, None where there is none or no mark names it)."""
+    last = np.searchsorted(calls["start"].to_numpy(), start, side="left") - 1
+    if not len(calls):
+        return last >= 0, np.full(len(start), None, dtype=object)
+    where = calls["where"].to_numpy()[np.maximum(last, 0)]
+    return last >= 0, np.where(last >= 0, where, None)
+
+
+# A line runs once a step where its syncs number this share of the steps, at least and at most.
+ONCE_A_STEP = (0.8, 1.25)
+
+
+def thread_keys(trace, tid: int, steps: pd.DataFrame, how: str = "") -> tuple:
+    """(the keys, a tuple, and None) for one thread's inferred steps (`steps`: start, end of
+    each, sorted), or ((), why the twin cannot mark them, one line). One key mostly ("graph",
+    or the line the steps are cut after); where the inference cut some steps after one sync
+    and some after another and each of those lines runs once a step, each of them: a step is
+    keyed by the line it was cut after (either line keys the twin)."""
     start = steps["start"].to_numpy()
     graph = _graph_starts(trace, tid)
     if np.isin(start, graph).mean() >= MIN_KEYED:
-        return GRAPH, None
+        return (GRAPH,), None
     if "launch of" in how:
-        return None, ("the steps are cut before each launch of an op (the loop never blocks), "
-                      "which a run without the profiler cannot see")
+        return (), ("the steps are cut before each launch of an op (the loop never blocks), "
+                    "which a run without the profiler cannot see")
     calls = _sync_lines(trace, tid, steps)
-    last = np.searchsorted(calls["start"].to_numpy(), start, side="left") - 1
-    if len(calls) == 0 or (last >= 0).mean() < MIN_KEYED:
-        return None, ("the steps are cut at the largest host gap (no blocking call once a step), "
-                      "which a run without the profiler cannot place")
-    where = calls["where"].to_numpy()[np.maximum(last, 0)]
-    where = pd.Series(np.where(last >= 0, where, None), dtype=object)
-    counts = where.value_counts()
-    if counts.empty or counts.iloc[0] < MIN_KEYED * len(start):
-        return None, ("the capture names no one source line for the sync the steps are cut after "
-                      "(captured with --no-sync-lines, or a sync torch does not warn about), so "
-                      "the twin has no line to mark")
-    return str(counts.index[0]), None
+    after_sync, lines = _step_lines(calls, start)
+    if len(calls) == 0 or after_sync.mean() < MIN_KEYED:
+        return (), ("the steps are cut at the largest host gap (no blocking call once a step), "
+                    "which a run without the profiler cannot place")
+    counts = pd.Series(lines, dtype=object).value_counts()
+    if not counts.empty and counts.iloc[0] >= MIN_KEYED * len(start):
+        return (str(counts.index[0]),), None
+    syncs = calls["where"].value_counts()
+    low, high = ONCE_A_STEP
+    once = [str(w) for w in counts.index
+            if low * len(start) <= syncs.get(w, 0) <= high * len(start)]
+    if once and counts[once].sum() >= MIN_KEYED * len(start):
+        return tuple(once), None
+    return (), ("the capture names no one source line for the sync the steps are cut after "
+                "(captured with --no-sync-lines, or a sync torch does not warn about), so "
+                "the twin has no line to mark")
 
 
 def boundaries(trace, tid: int, steps: pd.DataFrame, key: str) -> tuple:
     """(each step's boundary, 1-based, -1 where its start is no boundary of the key; whether the
     next step of the thread starts at the next boundary where this one ends; the thread's
-    boundaries in the capture). `steps`: one thread's, start and end, sorted by start."""
+    boundaries in the capture). `steps`: one thread's, start and end, sorted by start. A line
+    key's steps are those cut after that line's sync."""
     start, end = steps["start"].to_numpy(), steps["end"].to_numpy()
     if key == GRAPH:
         marks = _graph_starts(trace, tid)
@@ -86,7 +108,7 @@ def boundaries(trace, tid: int, steps: pd.DataFrame, key: str) -> tuple:
         marks = calls.loc[calls["where"].to_numpy() == key, "start"].to_numpy()
         # The step starts at the first launch after its boundary's sync.
         number = np.searchsorted(marks, start, side="left")
-        number = np.where(number >= 1, number, -1)
+        number = np.where((number >= 1) & (_step_lines(calls, start)[1] == key), number, -1)
     follows = np.zeros(len(start), dtype=bool)
     follows[:-1] = ((number[1:] == number[:-1] + 1) & (number[:-1] > 0)
                     & (start[1:] == end[:-1]))
@@ -126,16 +148,15 @@ def marked_twin(u, a, trace):
         mine = a.steps[a.steps["thread"] == label].sort_values("cpu_start", kind="stable")
         ranges = pd.DataFrame({"start": mine["cpu_start"].to_numpy(),
                                "end": mine["cpu_end"].to_numpy()})
-        key, _ = thread_key(trace, tids[label], ranges, how)
-        if key is None:
-            continue
-        number, follows, count = boundaries(trace, tids[label], ranges, key)
-        traced_step = dict(zip(number[follows].tolist(), mine["step"].to_numpy()[follows].tolist(),
-                               strict=True))
-        runs = steps[(steps["key"] == key) & (steps["thread_order"] == order)
-                     & (steps["boundaries"] == count)]
-        runs = runs[runs["step"].isin(traced_step)]
-        found.append(runs.assign(step=runs["step"].map(traced_step).astype(np.int64),
-                                 thread=label))
+        keys, _ = thread_keys(trace, tids[label], ranges, how)
+        for key in keys:
+            number, follows, count = boundaries(trace, tids[label], ranges, key)
+            traced_step = dict(zip(number[follows].tolist(),
+                                   mine["step"].to_numpy()[follows].tolist(), strict=True))
+            runs = steps[(steps["key"] == key) & (steps["thread_order"] == order)
+                         & (steps["boundaries"] == count)]
+            runs = runs[runs["step"].isin(traced_step)]
+            found.append(runs.assign(step=runs["step"].map(traced_step).astype(np.int64),
+                                     thread=label))
     matched = pd.concat(found, ignore_index=True) if found else steps.iloc[0:0]
     return dataclasses.replace(u, steps=matched, numbering="range")
