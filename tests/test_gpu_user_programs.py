@@ -57,10 +57,15 @@ def test_a_loop_without_a_kv_cache_gets_a_step_a_forward_and_its_twin(tmp_path):
 
 
 @pytest.mark.gpu
-def test_a_compiled_graph_loop_gets_a_step_a_replay_and_a_twin_of_the_replays(tmp_path):
-    record, summary, _ = profile(tmp_path, "examples/decode_loop.py", "--compile", "--tiny",
-                                 "--new-tokens", "16")
-    assert summary["steps_from"] == "inferred"
-    assert summary["steps_inferred_by"].startswith("graph launch")
-    assert record["hook"]["twin"]["marks"] == ["graph"]
+def test_a_compiled_graph_loop_gets_a_step_a_call_of_its_compiled_function_and_a_twin(tmp_path):
+    """The loop compiles toy_lm.decode_one_token itself (one CUDA graph a token): the hook
+    names the compiled function's calls (its range around the compiled callable), one a step of
+    the steps inferred at each replay, so they are the steps and the twin marks them."""
+    record, summary, result = profile(tmp_path, "examples/decode_loop.py", "--compile", "--tiny",
+                                      "--new-tokens", "16")
+    assert (summary["steps_from"], summary["step_functions"]) == (
+        "function", ["toy_lm.decode_one_token"])
+    assert record["analysis"]["step_functions"] == ["toy_lm:decode_one_token"]
+    assert "gapscope: steps: the calls of toy_lm:decode_one_token" in result.stderr
+    assert record["hook"]["twin"]["written"] is True
     assert summary["untraced"]["runs"] == 1 and summary["untraced"]["steps"] > 0
