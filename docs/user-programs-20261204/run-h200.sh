@@ -17,7 +17,7 @@ b=${BATCH_B:-gptfast-eager nanogpt main-loop main-loop-compiled}
 # shellcheck disable=SC2086
 bash scripts/user-programs.sh "$out/a" $a >"$out/a.log" 2>&1 &
 # shellcheck disable=SC2086
-bash scripts/user-programs.sh "$out/b" $b >"$out/b.log" 2>&1
+[ -z "$b" ] || bash scripts/user-programs.sh "$out/b" $b >"$out/b.log" 2>&1
 wait
 [ -n "${SKIP_EXTRAS:-}" ] && exit 0
 # A device loop (while-graph: the whole decode one graph launch): the last line's step count is
