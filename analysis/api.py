@@ -30,6 +30,7 @@ from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
 from .measures.summary import analyze as run_analysis
 from .measures.untraced import with_untraced
+from .outputs import PERFETTO_FORMATS, PLOT_FORMATS, check_output, input_files, write_atomic
 from .readers import load_trace
 from .readers.gpu_metrics import with_gpu_name
 from .readers.runs import Run, resolve_run, unique_labels
@@ -136,31 +137,46 @@ class Analysis(measured.Analysis):
         self._renderable("to_markdown")
         return to_markdown(self.label or "run", [self])
 
-    def plot(self, path=None):
+    def _inputs(self) -> list:
+        """The files this analysis was read from: an output never lands on one."""
+        if self.run is None:
+            return []
+        home = self.run.trace_path.parent
+        return [self.run.trace_path, *input_files(home)] if (home / "run.json").is_file() \
+            else [self.run.trace_path]
+
+    def plot(self, path=None, overwrite: bool = False):
         """The figure `gapscope analyze --plot` draws (a timeline of three steps, a zoom on one
         step boundary, per-step bars, where the idle time is by gap length, the traced steps
-        beside the untraced twin): a matplotlib Figure, also saved as a PNG where `path` is
-        given."""
+        beside the untraced twin): a matplotlib Figure, also saved where `path` is given (.png,
+        .svg or .pdf; an existing file only with `overwrite=True`, never an input)."""
         from .render.plots import DPI, analysis_figure
 
-        if self.kind == measured.STORED:
-            raise TraceError(f"plot: a stored Analysis keeps its summary and steps only; "
-                             f"analysis.load its capture ({self._where()})")
+        if path is not None:
+            check_output(path, "plot(path)", self._inputs(), replace=overwrite,
+                         replace_how="overwrite=True", formats=PLOT_FORMATS)
+        if self.kind == measured.STORED and self.ops is None:
+            raise TraceError(f"plot: a stored Analysis keeps no ops to draw; analysis.load its "
+                             f"capture ({self._where()})")
         untraced = self.run.untraced_ms_per_step() if self.run is not None else None
         fig = analysis_figure(self, self.label or "run", untraced)
         if path is not None:
-            fig.savefig(path, dpi=DPI)
+            write_atomic(path, lambda p: fig.savefig(p, dpi=DPI))
         return fig
 
-    def to_perfetto(self, path) -> Path:
+    def to_perfetto(self, path, overwrite: bool = False) -> Path:
         """The analysed timeline (ops by stream, steps, every gap by cause, blocking calls) as
-        a Chrome trace at `path`, for ui.perfetto.dev or chrome://tracing; the path."""
+        a Chrome trace at `path` (.json, or .json.gz compressed), for ui.perfetto.dev or
+        chrome://tracing; the path. An existing file only with `overwrite=True`, never an
+        input."""
         from .render.perfetto import write_chrome_trace
 
+        check_output(path, "to_perfetto(path)", self._inputs(), replace=overwrite,
+                     replace_how="overwrite=True", formats=PERFETTO_FORMATS)
         trace = self._needs("trace", "to_perfetto")
         self._needs("gaps", "to_perfetto")
-        write_chrome_trace(path, [(self.label or "run", [self], trace.strings, trace.blocking)])
-        return Path(path)
+        runs = [(self.label or "run", [self], trace.strings, trace.blocking)]
+        return write_atomic(path, lambda p: write_chrome_trace(p, runs))
 
 
 def face(a: measured.Analysis) -> Analysis:

@@ -182,13 +182,13 @@ def test_a_run_directory_with_a_kineto_trace_resolves_and_is_labelled(tmp_path):
     result = CliRunner().invoke(main, ["analyze", str(run)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(
-        "static (kineto): device 0, 2 steps, torch.profiler trace schema 1\n")
+        "run (kineto): device 0, 2 steps, torch.profiler trace schema 1\n")
     # Next to an nsys export, the directory is the export; the Kineto file is named to compare.
     causes_trace().write(run / "capture.sqlite")
     result = CliRunner().invoke(
         main, ["compare", str(run), str(run / "kineto.json.gz"), "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert "static (kineto)" in result.output and '"static"' in result.output
+    assert "run (kineto)" in result.output and '"run"' in result.output
     assert reader_for(run / "capture.sqlite") is nsys
 
 

@@ -129,12 +129,12 @@ def test_report_writes_every_run_into_one_timeline_from_its_own_origin(tmp_path)
     result = run("report", *runs, "-o", tmp_path / "r", "--perfetto", out)
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
-    assert set(doc["otherData"]["origin_ns"]) == {"graphed-sync", "fused"}
+    assert set(doc["otherData"]["origin_ns"]) == {"graphed-sync-graphlevel", "fused"}
     assert sorted(_names(doc, "process_name").values()) == [
-        "fused: GPU 0", "fused: host", "graphed-sync: GPU 0", "graphed-sync: host"]
-    for pid, label in ((2, "graphed-sync"), (4, "fused")):
-        (_, _, (a,)) = load_and_analyse(DATA / "runs" / ("graphed-sync-graphlevel"
-                                                         if label == "graphed-sync" else label))
+        "fused: GPU 0", "fused: host", "graphed-sync-graphlevel: GPU 0",
+        "graphed-sync-graphlevel: host"]
+    for pid, label in ((2, "graphed-sync-graphlevel"), (4, "fused")):
+        (_, _, (a,)) = load_and_analyse(DATA / "runs" / label)
         gaps = [e for e in _events(doc, "gap") if e["pid"] == pid]
         assert len(gaps) == len(a.gaps) and sum(g["args"]["gap_ns"] for g in gaps) == \
             a.summary["idle_ns"]

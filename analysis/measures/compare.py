@@ -230,7 +230,8 @@ def _group_names(firsts: list) -> list:
     config values that tell it from the others where two share a label (`static batch=8`,
     `static batch=2`, `fused cuda_graph_trace=node`)."""
     configs = [_config(r, a) or {} for a, r in firsts]
-    labels = [r.label for _, r in firsts]
+    # A configuration is named by its variant (run.json's), not by its first run's own label.
+    labels = [r.variant or r.label for _, r in firsts]
     out = []
     for label, c in zip(labels, configs, strict=True):
         same = [d for d, other in zip(configs, labels, strict=True) if other == label]

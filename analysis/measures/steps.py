@@ -55,8 +55,10 @@ def compile_pattern(pattern: str, option: str) -> re.Pattern:
 
 
 def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
-    """Ranges whose name matches, sorted by start, with `index` from the pattern's first group
-    (when it is a number) or their position among their thread's matches."""
+    """Ranges whose name matches, sorted by start, with `index`, the step number (the one rule,
+    METRICS.md "Step numbers"): the number the pattern's first group takes from each name,
+    where every name gives one; else (no group, or a group that is not a number in some name)
+    the range's position among its thread's matches, from 1."""
     matches = [pattern.search(name) for name in ranges["name"]]
     hit = np.array([m is not None for m in matches], dtype=bool)
     out = ranges[hit].copy()
@@ -64,10 +66,8 @@ def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
     numbers = [m.group(1) if m.re.groups else None for m in groups]
     out["index"] = [int(n) if n is not None and n.isdigit() else -1 for n in numbers]
     out = outermost(out).sort_values(["start", "end"], kind="stable").reset_index(drop=True)
-    unnumbered = out["index"].to_numpy() < 0
-    if unnumbered.any():
-        position = out.groupby("tid", sort=False).cumcount().to_numpy()
-        out["index"] = np.where(unnumbered, position, out["index"].to_numpy())
+    if (out["index"].to_numpy() < 0).any():
+        out["index"] = out.groupby("tid", sort=False).cumcount().to_numpy() + 1
     return out
 
 
@@ -97,21 +97,28 @@ def is_function_trace(steps: pd.DataFrame) -> bool:
 
 
 def match_steps(ranges: pd.DataFrame, pattern: str) -> tuple:
-    """(the step ranges, where they came from: "nvtx", "function" or "profiler_step"); with the
-    default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N` ranges instead, else
-    the function trace's ranges of transformers' causal-LM forwards.
-    Function-trace ranges are numbered 1, 2, ... by their order within their thread (their
-    names carry no number). Empty where nothing matches."""
+    """(the step ranges, where they came from: {"steps_from": "nvtx", "function" or
+    "profiler_step", "step_pattern": the pattern that took them, "step_numbers": "name" or
+    "order"}); with the default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N`
+    ranges instead, else the function trace's ranges of transformers' causal-LM forwards.
+    Numbers: match_ranges' rule; function-trace ranges are numbered 1, 2, ... by their order
+    within their thread (their names carry no number). Empty where nothing matches."""
     steps = match_ranges(ranges, compile_pattern(pattern, "--steps"))
-    source = "nvtx"
+    source, used = "nvtx", pattern
     if steps.empty and pattern == DEFAULT_STEP_PATTERN:
-        steps, source = match_ranges(ranges, re.compile(PROFILER_STEP_PATTERN)), "profiler_step"
+        used = PROFILER_STEP_PATTERN
+        steps, source = match_ranges(ranges, re.compile(used)), "profiler_step"
     if steps.empty and pattern == DEFAULT_STEP_PATTERN:
-        steps = match_ranges(ranges, re.compile(FORWARD_STEP_PATTERN))
+        used = FORWARD_STEP_PATTERN
+        steps = match_ranges(ranges, re.compile(used))
     if is_function_trace(steps):
         steps["index"] = steps.groupby("tid", sort=False).cumcount().to_numpy() + 1
         source = "function"
-    return steps, source
+    regex = re.compile(used)
+    by_name = (source != "function" and regex.groups > 0 and not steps.empty
+               and all((regex.search(n).group(1) or "").isdigit() for n in steps["name"]))
+    return steps, {"steps_from": source, "step_pattern": used,
+                   "step_numbers": "name" if by_name else "order"}
 
 
 def no_steps_error(ranges: pd.DataFrame, pattern: str) -> TraceError:
@@ -142,15 +149,16 @@ def with_threads(steps: pd.DataFrame, names: dict) -> pd.DataFrame:
 
 def step_ranges(trace, pattern: str) -> tuple:
     """(the step ranges, each with its thread's label, and where they came from:
-    {"steps_from", "steps_inferred_by"}). Ranges matching the pattern (match_steps); with the
+    {"steps_from", "step_pattern", "step_numbers", "steps_inferred_by"}). Ranges matching the
+    pattern (match_steps); with the
     default pattern and none, or with `--steps infer`, steps inferred from the trace."""
     if pattern != INFER:
-        steps, source = match_steps(trace.ranges, pattern)
+        steps, origin = match_steps(trace.ranges, pattern)
         if not steps.empty:
-            functions = sorted(set(steps["name"])) if source == "function" else None
-            return (with_threads(steps, trace.thread_names),
-                    {"steps_from": source, "steps_inferred_by": None,
-                     "step_functions": functions})
+            functions = (sorted(set(steps["name"])) if origin["steps_from"] == "function"
+                         else None)
+            return with_threads(steps, trace.thread_names), origin | {
+                "steps_inferred_by": None, "step_functions": functions}
         if pattern != DEFAULT_STEP_PATTERN or trace.ops.empty:
             raise no_steps_error(trace.ranges, pattern)
     if trace.ops.empty:
@@ -171,7 +179,8 @@ def step_ranges(trace, pattern: str) -> tuple:
         by = next(iter(how.values()))
     else:
         by = "; ".join(f"thread {labels[t]}: {text}" for t, text in how.items())
-    return steps, {"steps_from": "inferred", "steps_inferred_by": by}
+    return steps, {"steps_from": "inferred", "step_pattern": INFER, "step_numbers": "order",
+                   "steps_inferred_by": by}
 
 
 # The no-match message shows this many kinds of range name, the most frequent first.

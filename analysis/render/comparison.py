@@ -46,6 +46,8 @@ class Comparison:
     between_runs: pd.DataFrame | None
     hardware: pd.DataFrame | None
     host: pd.DataFrame | None = None
+    # How the baseline (the first run) was chosen, said under the table.
+    baseline_rule: str = "the first run"
 
     @property
     def order_flips(self) -> list:
@@ -57,13 +59,15 @@ class Comparison:
         in one table however wide); one row a run from ROWS_FROM runs on."""
         texts = []
         if self.table is not None and len(self.table) >= render.ROWS_FROM and not wide:
-            texts.append(render.to_text_rows(self.table))
+            texts.append(render.to_text_rows(self.table, self.baseline_rule))
         elif self.table is not None:
-            texts.append(render.to_text(self.table, width=None if wide else render.TEXT_WIDTH))
+            texts.append(render.to_text(self.table, width=None if wide else render.TEXT_WIDTH,
+                                        rule=self.baseline_rule))
         return self._join(texts, hardware_mod.to_text, host_compare.to_text)
 
     def to_markdown(self) -> str:
-        texts = [] if self.table is None else [render.to_markdown(self.table).rstrip("\n")]
+        texts = [] if self.table is None else [
+            render.to_markdown(self.table, rule=self.baseline_rule).rstrip("\n")]
         return self._join(texts, hardware_mod.to_markdown, host_compare.to_markdown)
 
     def _join(self, texts: list, hardware, host) -> str:
@@ -74,6 +78,13 @@ class Comparison:
         if self.hardware is not None:
             texts.append(hardware(self.hardware).rstrip("\n"))
         return "\n\n".join(texts)
+
+    def to_csv(self) -> str:
+        """`gapscope compare --format csv`: one row a traced run, the table's every column
+        (intervals as two columns, `_lo` and `_hi`); empty where no run is traced."""
+        if self.table is None:
+            return ""
+        return render.csv_table(self.table)
 
     def to_records(self):
         """JSON-ready: the runs' records; an object with `runs` and `between_runs`/`hardware`
@@ -89,7 +100,8 @@ class Comparison:
         return out
 
 
-def comparison(labels: list, analyses: list, spread: bool = True) -> Comparison:
+def comparison(labels: list, analyses: list, spread: bool = True,
+               baseline_rule: str = "the first run") -> Comparison:
     """The Comparison of one Analysis a run (each with its run), labelled. Captures of GPU
     metrics alone have no gaps: they go to the hardware table only. `spread`: also the spread
     between runs of one configuration (compare has it, report not)."""
@@ -104,4 +116,5 @@ def comparison(labels: list, analyses: list, spread: bool = True) -> Comparison:
         between = measures.between_runs(picked, [runs[i] for i in kept]) if spread else None
     host = (host_compare.host_comparison([labels[i] for i in kept],
                                          [analyses[i] for i in kept]) if kept else None)
-    return Comparison(list(labels), list(analyses), table, between, hardware, host)
+    return Comparison(list(labels), list(analyses), table, between, hardware, host,
+                      baseline_rule)

@@ -38,10 +38,16 @@ METRIC_COLOURS = {"sm_active_pct": "#e377c2", "dram_read_pct": "#393b79",
 FLOOR = "bandwidth floor"
 FLOOR_COLOUR = "#bd9e39"
 
-# The host table's rows (render/plots_host.py): its largest rows in these, in order, the rest
-# of them together, and the time no named code holds.
-# None of them a colour of the GPU's time (busy, a cause), the twin's or the metrics'.
-HOST_ROW_COLOURS = ("#17becf", "#bcbd22", "#8c564b", "#9edae5", "#dbdb8d", "#c49c94",
-                    "#637939", "#e7cb94")
+# The host table's rows (render/plots_host.py): its largest HOST_ROWS_DRAWN rows each in the
+# colour of its name (render/mpl.name_colour: the same in every figure, whatever its rank), the
+# rest of them together, and the time no named code holds. The harness' own ranges have fixed
+# colours; any other name one of HOST_ROW_COLOURS by the CRC-32 of its name (two names of one
+# figure may share one: the legend names each band, in order). None of them a colour of the
+# GPU's time (busy, a cause), the twin's or the metrics'.
+HOST_ROWS_DRAWN = 8
+HOST_FIXED_COLOURS = {"Model Forward": "#17becf", "Check Stop Condition": "#8c564b",
+                      "Step N": "#e7cb94"}
+HOST_ROW_COLOURS = ("#9edae5", "#bcbd22", "#dbdb8d", "#c49c94", "#637939", "#843c39",
+                    "#7b4173", "#f7b6d2", "#8ca252", "#5254a3", "#de9ed6", "#b5cf6b")
 HOST_REST_COLOUR = "#d9d9d9"
 HOST_OTHER_COLOUR = "#525252"

@@ -282,5 +282,15 @@ def chrome_trace(runs: list) -> str:
 
 
 def write_chrome_trace(path, runs: list) -> None:
+    """The Chrome trace JSON at `path`, gzip-compressed where the name ends in .json.gz (as
+    ui.perfetto.dev opens it)."""
+    text = chrome_trace(runs)
+    if str(path).lower().endswith(".gz"):
+        import gzip
+
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                                                     compresslevel=6) as f:
+            f.write(text.encode("utf-8"))
+        return
     with open(path, "w", encoding="utf-8") as f:
-        f.write(chrome_trace(runs))
+        f.write(text)

@@ -10,7 +10,7 @@ quantity, in every figure.
 import numpy as np
 
 from ..measures.summary import CAUSES
-from ..render.mpl import Figure, FigureCanvasAgg, ticker
+from ..render.mpl import DPI, Figure, legend_above, new_figure, ticker
 from ..render.palette import (
     BUSY,
     BUSY_COLOUR,
@@ -23,22 +23,9 @@ from ..render.palette import (
     UNTRACED_COLOUR,
 )
 from ..render.plots_host import draw_host_bars, has_host
-from ..render.plots_timeline import (
-    draw_overview,
-    draw_zoom,
-    legend_above,
-    zoom_window,
-)
+from ..render.plots_timeline import draw_overview, draw_zoom, zoom_window
 
-DPI = 110
-
-
-def new_figure(**kwargs) -> Figure:
-    """A figure on an Agg canvas of its own (Figure's arguments): saved as PNG by its canvas,
-    freed with it, whatever backend the calling process (a notebook, say) has chosen."""
-    fig = Figure(**kwargs)
-    FigureCanvasAgg(fig)
-    return fig
+__all__ = ["DPI", "analysis_figure", "new_figure", "plot_analysis"]
 
 # More steps than this are drawn as this many bars, each the mean of a run of consecutive steps:
 # a bar per step of a 3000-step capture costs minutes in matplotlib and reads as noise.

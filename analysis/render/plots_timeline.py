@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..measures.intervals import Coverage
 from ..measures.summary import CAUSES
+from ..render.mpl import legend_above
 from ..render.palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
 
 TIMELINE_STEPS = 3
@@ -284,12 +285,3 @@ def draw_zoom(ax, a, window: tuple) -> None:
                              f"GPU{of_thread(a.steps)}, the bubble between them; gaps shaded by "
                              "cause"), pad=22, fontsize=10)
     legend_above(ax)
-
-
-def legend_above(ax, **kwargs) -> None:
-    """The legend in one row above the axes, under the title: outside the data."""
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(handles),
-                  frameon=False, fontsize=8, borderaxespad=0.2, handlelength=1.2,
-                  columnspacing=1.2, **kwargs)

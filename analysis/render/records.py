@@ -118,18 +118,29 @@ def _json_chunks(value, indent: str, depth: int):
         yield json.dumps(value, allow_nan=False)
 
 
-def json_chunks(analyses: list):
-    """`analyze --format json` in pieces, to be written one after the other."""
+def json_chunks(analyses: list, table: str | None = None):
+    """`analyze --format json` in pieces, to be written one after the other; `table` (--table):
+    that table alone, under its key (`{"gaps": {...}}`)."""
+    def document(a) -> dict:
+        whole = analysis_dict(a, frames=True)
+        if table is None:
+            return whole
+        if table not in whole:
+            raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace "
+                             "has no gaps, streams, syncs or host table; --table steps gives "
+                             "its per-step metrics")
+        return {table: whole[table]}
+
     if len(analyses) == 1:
-        yield from _json_chunks(analysis_dict(analyses[0], frames=True), "", 1)
+        yield from _json_chunks(document(analyses[0]), "", 1)
     else:
-        devices = {str(a.device): analysis_dict(a, frames=True) for a in analyses}
+        devices = {str(a.device): document(a) for a in analyses}
         yield from _json_chunks({"devices": devices}, "", -1)
     yield "\n"
 
 
-def to_json(analyses: list) -> str:
-    return "".join(json_chunks(analyses))
+def to_json(analyses: list, table: str | None = None) -> str:
+    return "".join(json_chunks(analyses, table))
 
 
 TABLES = ("steps", "gaps", "streams", "syncs", "host")

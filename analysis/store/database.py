@@ -18,6 +18,8 @@ import sqlite_utils
 
 from ..errors import TraceError
 from ..measures.analysis import STORED, Analysis
+from ..outputs import check_database, input_files
+from ..outputs import same_file as _same_file
 from ..readers.runs import Run
 from ..store import db as db_mod
 
@@ -60,6 +62,8 @@ class Database:
         self.path = path
         if read_only and not Path(path).is_file():
             raise TraceError(f"{path}: no such database")
+        if not read_only:  # never into another SQLite file (an nsys export): outputs.py
+            check_database(path, "Database(path)")
         self.db = open_read_only(path) if read_only else db_mod.open_db(path)
 
     def __enter__(self):
@@ -75,6 +79,11 @@ class Database:
         """One run's analyses (each device's, as analysis.open returns them) into every table,
         replacing the run's rows where it was added before; its run_id."""
         run = analyses[0].run
+        if run is not None and any(_same_file(self.path, f) for f in input_files(
+                run.trace_path.parent if (run.trace_path.parent / "run.json").is_file()
+                else run.trace_path)):
+            raise TraceError(f"Database(path) {self.path}: is an input of the run it is given "
+                             f"({run.trace_path}); writing it would destroy the capture")
         return db_mod.add_run(self.db, run, label or run.label, analyses)
 
     def count(self) -> int:
