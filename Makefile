@@ -1,7 +1,7 @@
 # gapscope: harness -> scripts -> traces -> analysis.
 # `make demo` and `make test` set everything up on a fresh machine (a venv in .venv/).
 # On the GPU machine, where nothing can be installed, pass NO_VENV=1 to run from the source tree
-# with the machine's own python3 (see ../shared/device/README.md).
+# with the machine's own python3 (docs/PROFILING.md, "On a machine where nothing can be installed").
 
 PYTHON ?= python3
 VENV   ?= .venv

@@ -26,6 +26,7 @@ from .measures import analysis as measured
 from .measures.floor import floor_summary
 from .measures.host_untraced import with_host_untraced
 from .measures.infer_loop import is_loop
+from .measures.plain import plain
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
 from .measures.summary import analyze as run_analysis
@@ -36,7 +37,6 @@ from .readers.gpu_metrics import with_gpu_name
 from .readers.runs import Run, resolve_run, unique_labels
 from .readers.untraced import read_untraced_steps
 from .render.comparison import Comparison, comparison
-from .render.report import plain
 
 # Database: module __getattr__ below (sqlite-utils is imported when it is asked for).
 __all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare",  # noqa: F822

@@ -170,8 +170,22 @@ def step_notes(summary: dict, steps) -> list:
 
 def say_step_notes(label: str, analyses: list) -> None:
     """The notes on the steps pattern the run was analysed with (step_notes)."""
-    for note in step_notes(analyses[0].summary, analyses[0].steps):
+    for note in step_notes(analyses[0].summary, analyses[0].steps) + check_notes(
+            analyses[0].summary):
         click.echo(f"gapscope: note: {label}: {note}", err=True)
+
+
+def check_notes(summary: dict) -> list:
+    """A check pattern given (--check, or run.json's) that matched no range: said, since the
+    stop-check cover is then missing (the default pattern matching nothing is said in the
+    report's streams line only: most programs have no such range)."""
+    from ..measures.steps import DEFAULT_CHECK_PATTERN
+
+    pattern = summary.get("check_pattern")
+    if summary.get("checks") != 0 or pattern in (None, DEFAULT_CHECK_PATTERN):
+        return []
+    return [f"the check pattern '{pattern}' matches no range, so there is no stop-check cover; "
+            "`gapscope ranges TRACE` lists the range names"]
 
 
 def force_option(f):

@@ -71,6 +71,7 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
             raise TraceError(f"device {options.device} (--device / device=): the steps ran "
                              f"on devices {devices}")
         devices = [options.device]
+    origin = origin | {"check_pattern": options.check_pattern, "checks": len(checks)}
     return [
         analyze_device(d, _device_ops(ops, d), steps, checks, trace, origin)
         for d in devices
@@ -230,6 +231,8 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
         "idle_ledger": ledger,
         "gaps": len(gaps),
         "concurrent_ns": concurrent,
+        "check_pattern": origin.get("check_pattern"),
+        "checks": origin.get("checks"),
         "check_cover_median": median(cover["cover"]),
         # Only what the trace shows: the share of the window the GPU sat idle on a sync. Not
         # what hiding the sync would buy (METRICS.md: the untraced bubble and a measured pair).

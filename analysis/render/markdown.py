@@ -80,8 +80,7 @@ def md_summary(a) -> str:
     # Tokens and the draft (speculative decoding) after the GPU period, where known.
     rows[3:3] = [(name, text) for name, text in (("tokens", tokens_text(s)),
                                                   ("draft", draft_text(s))) if text]
-    if steps_from(s):
-        rows.insert(1, ("steps from", steps_from(s)))
+    rows.insert(1, ("steps from", steps_from(s, a.steps)))
     rows += [(f"thread {thread}", f"{t['steps']} steps, {ms_from_ns(t['period_ns_median'])} "
               f"period, {us_from_ns(t['bubble_ns_median'])} bubble (medians)")
              for thread, t in by_thread(a.steps).iterrows()]

@@ -176,8 +176,9 @@ def draw_gap_histogram(ax, a) -> None:
 
 
 def _share(share: float) -> str:
-    """A share of the idle time for a legend: never "0%" for some time."""
-    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
+    """A share of the idle time for a legend, as the text says it (one decimal, its
+    denominator named): never "0.0%" for some time."""
+    return ("<0.1%" if 0 < share < 0.0005 else f"{share:.1%}") + " of idle"
 
 
 def _series(steps, column: str, scale: float) -> np.ndarray:

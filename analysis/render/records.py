@@ -3,37 +3,17 @@ in chunks so that a million-step table never sits in memory as one string.
 """
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
 from ..measures.analysis import METRICS
+from ..measures.plain import plain
 from ..render.csv_text import Unwritable, csv_field, csv_rows, int_list, is_int
 
 # From this many values on, a column of integers is written by csv_text.int_list.
 JSON_INTS_MIN = 1000
-
-
-def plain(value):
-    """A JSON-ready Python value: numpy scalars unwrapped, NA/NaN as None, whole floats as int."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        f = float(value)
-        if math.isnan(f):
-            return None
-        return int(f) if f.is_integer() and abs(f) < 2**53 else f
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 def records(df: pd.DataFrame) -> list:

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..render.report import column_values, plain
+from ..measures.plain import plain
+from ..render.report import column_values
 from ..store.scratch import (
     KEY_COLUMNS,
     SCRATCH_FILES,
