@@ -26,6 +26,7 @@ from .measures import analysis as measured
 from .measures.floor import floor_summary
 from .measures.host_untraced import with_host_untraced
 from .measures.infer_loop import is_loop
+from .measures.names import COLUMNS, Summary, table
 from .measures.plain import plain
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
@@ -54,12 +55,12 @@ class Analysis(measured.Analysis):
 
     Tables (DataFrames, times in ns; METRICS.md defines every column):
 
-    steps    step, name, cpu_start, cpu_end, cpu_ns, thread, ops, op_records, gpu_start,
-             gpu_end, busy_ns, span_ns, intra_idle_ns, bubble_ns, overlap_ns, period_ns,
-             idle_wait_ns, idle_host_ns, idle_launch_ns, idle_cause_sync_ns,
-             idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
+    steps    step, name, cpu_start_ns, cpu_end_ns, cpu_ns, thread, ops, op_records,
+             gpu_start_ns, gpu_end_ns, busy_ns, span_ns, intra_idle_ns, bubble_ns, overlap_ns,
+             period_ns, idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns,
+             idle_cause_sync_ns, idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
     gaps     step, start_ns, end_ns, gap_ns, next_stream, next_corr, launch_start_ns, tid,
-             wait_ns, launch_ns, host_ns, cause, next_op
+             idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns, cause, next_op
     streams  stream, ops, busy_ns
     syncs    tid, thread, call, file, line, function, calls, calls_per_step, blocked_ns,
              blocked_ns_median, gpu_idle_after_ns, gpu_idle_in_call_ns
@@ -180,10 +181,16 @@ class Analysis(measured.Analysis):
 
 
 def face(a: measured.Analysis) -> Analysis:
-    """The Analysis with its verbs, of any the library made."""
-    if isinstance(a, Analysis):
+    """The Analysis with its verbs, of any the library made: its tables Tables and its summary
+    a Summary, which read a renamed column or key under its old name too, with a FutureWarning
+    (measures/names.py; CHANGELOG.md)."""
+    if isinstance(a, Analysis) and isinstance(a.summary, Summary):
         return a
-    return Analysis(**{f.name: getattr(a, f.name) for f in dataclasses.fields(a)})
+    parts = {f.name: getattr(a, f.name) for f in dataclasses.fields(a)}
+    for name in COLUMNS:
+        parts[name] = table(parts[name], name)
+    parts["summary"] = Summary(parts["summary"])
+    return Analysis(**parts)
 
 
 _DATABASE = []

@@ -28,7 +28,7 @@ def test_the_causes_drawing_gives_the_same_numbers_from_both_readers(tmp_path, n
     (a,) = analyse(path)
     # The worked numbers of test_analysis_synthetic, now read from µs with three decimals.
     assert list(a.gaps["cause"]) == ["host", "sync", "queued", "unknown", "host"]
-    assert list(a.gaps["wait_ns"]) == [0, 20, 0, 0, 0]
+    assert list(a.gaps["idle_blocked_ns"]) == [0, 20, 0, 0, 0]
     assert a.summary["idle_ns_by_cause"] == {"sync": 35, "host": 32, "queued": 5, "unknown": 5}
     assert a.summary == from_nsys.summary
     for table in ("steps", "gaps", "streams", "checks"):
@@ -107,7 +107,7 @@ def test_a_graph_launch_is_one_op_of_three_records_and_syncs_block(tmp_path):
     (a,) = analyze(trace)
     assert list(a.steps["ops"]) == [2] and list(a.steps["op_records"]) == [4]
     assert list(a.gaps["cause"]) == ["queued", "queued", "sync"]
-    assert list(a.gaps["wait_ns"]) == [0, 0, 40]  # drained at 80, host back at 120
+    assert list(a.gaps["idle_blocked_ns"]) == [0, 0, 40]  # drained at 80, host back at 120
     assert a.summary["ops_without_launch_call"] == 0
     assert set(a.gaps["next_op"]) == {"graph_kernel", "triton_"}
 

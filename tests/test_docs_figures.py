@@ -74,7 +74,7 @@ def test_every_document_is_covered_and_every_block_registered():
 def test_a_marker_without_a_maker_and_a_maker_without_a_marker_are_errors():
     with pytest.raises(PublishError, match="the block `stray` .* is made by nothing"):
         put_blocks(Path("docs/NEW.md"), f"{gen_start('stray')}\nx\n<!-- /generated -->\n", ROOT)
-    with pytest.raises(PublishError, match="no `<!-- generated: profiler-share"):
+    with pytest.raises(PublishError, match="no `<!-- generated: first-screen"):
         put_blocks(README, "no markers here\n", ROOT)
 
 

@@ -63,7 +63,7 @@ def test_each_site_has_its_calls_blocked_time_and_idle_after(syncs):
 def test_the_idle_after_the_calls_is_the_sync_idle_and_the_wait(syncs):
     s, t = syncs.summary, syncs.syncs
     assert t["gpu_idle_after_ns"].sum() == s["idle_ns_by_cause"]["sync"] == 60
-    assert t["gpu_idle_in_call_ns"].sum() == s["idle_ledger"]["wait_ns"] == 23
+    assert t["gpu_idle_in_call_ns"].sum() == s["idle_ledger"]["blocked"] == 23
 
 
 def test_a_mark_on_another_thread_names_that_thread_s_call_only(tmp_path):
@@ -243,7 +243,7 @@ def test_blocked_time_is_exact_on_a_real_capture(data_dir):
     assert (row.call, row.file, row.calls, row.calls_per_step) == (
         "cudaStreamSynchronize", "unknown", 20, 1.0)
     assert row.gpu_idle_after_ns == a.summary["idle_ns_by_cause"]["sync"] == 3578243
-    assert row.gpu_idle_in_call_ns == a.summary["idle_ledger"]["wait_ns"]
+    assert row.gpu_idle_in_call_ns == a.summary["idle_ledger"]["blocked"]
     assert (row.blocked_ns, row.blocked_ns_median) == (220839, 10234.5)
 
 
@@ -309,6 +309,6 @@ def test_a_real_generate_names_its_stop_check(data_dir, tmp_path):
     unknown = a.syncs[a.syncs["file"] == "unknown"]
     assert list(unknown["call"]) == ["cudaDeviceSynchronize"] and list(unknown["calls"]) == [14]
     assert a.syncs["gpu_idle_after_ns"].sum() == a.summary["idle_ns_by_cause"]["sync"]
-    assert a.syncs["gpu_idle_in_call_ns"].sum() == a.summary["idle_ledger"]["wait_ns"]
+    assert a.syncs["gpu_idle_in_call_ns"].sum() == a.summary["idle_ledger"]["blocked"]
     text = to_text("gen", [a], "3.20.3").splitlines()
     assert "    transformers/generation/utils.py:383 in f" in text and max(map(len, text)) <= 100

@@ -74,8 +74,8 @@ def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, strings
                                thread_names)
         mine = mine[mine["tid"].map(labels).to_numpy() == row["thread"]]
         by = own["tid"].map(labels).to_numpy()
-        period = (own["start_ns"] >= row["gpu_end"] - row["period_ns"]).to_numpy() & \
-            (own["end_ns"] <= row["gpu_end"]).to_numpy()
+        period = (own["start_ns"] >= row["gpu_end_ns"] - row["period_ns"]).to_numpy() & \
+            (own["end_ns"] <= row["gpu_end_ns"]).to_numpy()
         own = own[(by == row["thread"]) | (~pd.Series(by).isin(steps["thread"]).to_numpy()
                                             & period)]
     return StepView(row, named(mine.reset_index(drop=True), strings), own.reset_index(drop=True))

@@ -252,8 +252,8 @@ def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "step": steps["index"].to_numpy(),
         "name": steps["name"].to_numpy(),
-        "cpu_start": steps["start"].to_numpy(),
-        "cpu_end": steps["end"].to_numpy(),
+        "cpu_start_ns": steps["start"].to_numpy(),
+        "cpu_end_ns": steps["end"].to_numpy(),
         "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
         "thread": steps["thread"].to_numpy(),
         # Tokens each step added, where the capture marks them (measures/draft.py).
@@ -274,11 +274,11 @@ def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) ->
     gpu_end = grouped["end"].max().reindex(steps.index).to_numpy()
     busy = union_ns_by_group(mine["step"].to_numpy(), mine["start"].to_numpy(),
                              mine["end"].to_numpy()).reindex(steps.index).to_numpy()
-    table["gpu_start"] = pd.array(np.where(has, gpu_start, 0), dtype="Int64")
-    table["gpu_end"] = pd.array(np.where(has, gpu_end, 0), dtype="Int64")
+    table["gpu_start_ns"] = pd.array(np.where(has, gpu_start, 0), dtype="Int64")
+    table["gpu_end_ns"] = pd.array(np.where(has, gpu_end, 0), dtype="Int64")
     table["busy_ns"] = pd.array(np.where(has, busy, 0), dtype="Int64")
-    table.loc[~has, ["gpu_start", "gpu_end", "busy_ns"]] = pd.NA
-    table["span_ns"] = table["gpu_end"] - table["gpu_start"]
+    table.loc[~has, ["gpu_start_ns", "gpu_end_ns", "busy_ns"]] = pd.NA
+    table["span_ns"] = table["gpu_end_ns"] - table["gpu_start_ns"]
     table["intra_idle_ns"] = table["span_ns"] - table["busy_ns"]
     _link_previous(table, has, device_busy)
     return table
@@ -287,8 +287,8 @@ def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) ->
 def _link_previous(table: pd.DataFrame, has: np.ndarray, device_busy: Coverage) -> None:
     """bubble_ns, overlap_ns, period_ns against the earlier steps of the same thread that ran on
     this device: `reach`, the latest gpu_end among them."""
-    gpu_start = table["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan)
-    gpu_end = pd.Series(table["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan))
+    gpu_start = table["gpu_start_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    gpu_end = pd.Series(table["gpu_end_ns"].to_numpy(dtype=np.float64, na_value=np.nan))
     thread = table["thread"].to_numpy()
     by_thread = gpu_end.groupby(thread, sort=False)
     reach = by_thread.cummax().groupby(thread, sort=False).ffill()

@@ -9,7 +9,14 @@ from ..errors import TraceError
 from ..measures.analysis import METRICS, Analysis
 from ..measures.calls import call_name, call_ranges, calls_summary, step_calls
 from ..measures.draft import draft_named, draft_summary, speculative_steps, tokens_summary
-from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
+from ..measures.gaps import (
+    CAUSES,
+    LEDGER,
+    LEDGER_COLUMNS,
+    find_gaps,
+    gaps_by_step,
+    split_gaps,
+)
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.host_steps import host_analysis
 from ..measures.infer_loop import with_loop_launches
@@ -28,8 +35,6 @@ from ..measures.steps import (
 from ..measures.streams import check_cover, stream_table, window_busy_ns
 from ..measures.syncs import sync_table
 from ..readers.trace import GRAPH, Trace, op_names
-
-LEDGER = ("wait_ns", "host_ns", "launch_ns")
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     table = step_table(steps, ops, busy)
     on_device = steps[table["op_records"].to_numpy() > 0]
     table = table[table["op_records"] > 0].reset_index(drop=True)
-    window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
+    window = (int(table["gpu_start_ns"].min()), int(table["gpu_end_ns"].max()))
     gaps = split_gaps(find_gaps(ops, window), trace.blocking)
     position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
     table = with_idle_by_step(table, gaps, position)
@@ -103,13 +108,13 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     summary |= tokens_summary(table)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
     ranges = call_ranges(trace.ranges)
-    calls = calls_summary(table, ranges, step_calls(ranges, table["cpu_start"].to_numpy(),
+    calls = calls_summary(table, ranges, step_calls(ranges, table["cpu_start_ns"].to_numpy(),
                                                     on_device["tid"].to_numpy()),
                           call_name(ranges))
     if calls:
         summary["calls"] = calls
     table, summary["gpu_metrics"] = with_step_metrics(
-        table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
+        table, trace.gpu_metrics, device, "gpu_start_ns", "gpu_end_ns", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
     draft = origin.get("draft")
@@ -171,9 +176,9 @@ def with_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> 
     """The table with the gaps inside each step's period (`position`: the table row of each gap),
     by ledger part, as idle_* columns: with the busy time, they fill the period."""
     return table.assign(**{
-        f"idle_{part}": pd.Series(gaps[part]).groupby(position).sum()
+        column: pd.Series(gaps[column]).groupby(position).sum()
         .reindex(range(len(table)), fill_value=0).to_numpy()
-        for part in LEDGER})
+        for column in LEDGER_COLUMNS})
 
 
 def with_idle_by_cause(table: pd.DataFrame, gaps: pd.DataFrame,
@@ -200,13 +205,14 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
     codes = gaps["cause"].cat.codes.to_numpy()
     gap_ns = gaps["gap_ns"].to_numpy()
     by_cause = {c: int(gap_ns[codes == i].sum()) for i, c in enumerate(CAUSES)}
-    ledger = {part: int(gaps[part].sum()) for part in LEDGER}
+    ledger = {part: int(gaps[column].sum()) for part, column in zip(LEDGER, LEDGER_COLUMNS,
+                                                                     strict=True)}
     _check(int(gaps["gap_ns"].sum()) == idle_ns, "gaps do not add up to the idle time")
     _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")
     _check(sum(ledger.values()) == idle_ns, "the idle ledger does not add up to the idle time")
     _check(int(table[[f"idle_cause_{c}_ns" for c in CAUSES]].to_numpy().sum()) == idle_ns,
            "the steps' idle by cause does not add up to the idle time")
-    _check(bool((gaps[list(LEDGER)].to_numpy() >= 0).all()), "a negative ledger part")
+    _check(bool((gaps[list(LEDGER_COLUMNS)].to_numpy() >= 0).all()), "a negative ledger part")
     _check(not (table["period_ns"].dropna() < 0).any(), "a negative step period")
     return {
         "device": device,
@@ -263,9 +269,9 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
     out = []
     for device in devices:
         table = host_steps(steps)
-        window = (int(table["cpu_start"].min()), int(table["cpu_end"].max()))
-        table, metrics = with_step_metrics(table, trace.gpu_metrics, device, "cpu_start",
-                                           "cpu_end", window, _peak(trace, device), "nvtx range")
+        window = (int(table["cpu_start_ns"].min()), int(table["cpu_end_ns"].max()))
+        table, metrics = with_step_metrics(table, trace.gpu_metrics, device, "cpu_start_ns",
+                                           "cpu_end_ns", window, _peak(trace, device), "nvtx range")
         if metrics is None:
             raise TraceError(
                 f"{trace.path}: device {device} sampled none of the GPU metrics gapscope reads "

@@ -4,6 +4,7 @@ the per-step tables, each a Markdown table; `md_table` is the one Markdown table
 
 import pandas as pd
 
+from ..measures.gaps import LEDGER_COLUMNS
 from ..measures.summary import CAUSES, LEDGER
 from ..render.palette import LEDGER_WORDS
 from ..render.text import (
@@ -106,7 +107,7 @@ HOST_STEPS = ("Per step, µs: the step on the host (its NVTX range)", ("step", "
 GPU_STEPS = (
     "Per step, µs: the NVTX range on the host, the step on the GPU, its idle time by ledger part",
     ("step", "ops", "tokens", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns",
-     "idle_wait_ns", "idle_host_ns", "idle_launch_ns"), "period_ns")
+     *LEDGER_COLUMNS), "period_ns")
 TWIN_STEPS = (
     "Per step, µs: traced beside the untraced twin (CUDA events in a run without the profiler)",
     ("step", "period_ns", "untraced_period_ns", "bubble_ns", "untraced_bubble_ns"),
@@ -117,7 +118,7 @@ METRIC_STEPS = (
      "dram_write_pct", "dram_read_gbps"), "sm_active_pct")
 STEP_HEADERS = {
     "cpu_ns": "host", "period_ns": "period", "busy_ns": "busy", "bubble_ns": "bubble",
-    "overlap_ns": "overlap", **{f"idle_{p}": w for p, w in LEDGER_WORDS.items()},
+    "overlap_ns": "overlap", **{f"idle_{p}_ns": w for p, w in LEDGER_WORDS.items()},
     "untraced_period_ns": "untraced period", "untraced_bubble_ns": "untraced bubble",
     "gr_active_pct": "GR %", "sm_active_pct": "SMs %", "tensor_active_pct": "tensor %",
     "dram_read_pct": "DRAM rd %", "dram_write_pct": "DRAM wr %", "dram_read_gbps": "DRAM rd GB/s",

@@ -4,9 +4,9 @@ Perfetto), so that a word in the text is the word in the legend, in the colour o
 A gap's cause (METRICS.md) is named as it is stored: `sync`, `host`, `queued`, `unknown`. The
 ledger's three parts are said as what the host was doing, so that `host` names the cause only:
 
-    wait_ns    blocked      the host sat in a blocking call (a sync) while the GPU was idle
-    host_ns    pre-launch   the host was busy elsewhere and had not yet asked for the next op
-    launch_ns  in launch    the next op was asked for and had not started
+    blocked     idle_blocked_ns     the host sat in a blocking call (a sync) while the GPU idled
+    pre-launch  idle_pre_launch_ns  the host was busy elsewhere and had not asked for the next op
+    in launch   idle_in_launch_ns   the next op was asked for and had not started
 
 Colours: one set for the GPU's time in every figure, busy and idle by cause (the timeline, the
 zoom, the per-step bars, the histogram of where the idle time is); the ledger's parts are words
@@ -21,7 +21,7 @@ BUSY_COLOUR = "#2ca02c"
 CAUSE_COLOURS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unknown": "#7f7f7f"}
 assert tuple(CAUSE_COLOURS) == CAUSES
 
-LEDGER_WORDS = {"wait_ns": "blocked", "host_ns": "pre-launch", "launch_ns": "in launch"}
+LEDGER_WORDS = {"blocked": "blocked", "pre_launch": "pre-launch", "in_launch": "in launch"}
 
 # The figures of a capture as traced, and of its untraced twin (CUDA events, no profiler).
 TRACED = "traced"

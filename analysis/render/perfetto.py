@@ -26,8 +26,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from ..measures.gaps import LEDGER_COLUMNS
 from ..measures.host import NOT_CODE, row_name
-from ..measures.summary import LEDGER
 from ..readers.trace import OP_KIND_NAMES, op_names
 
 # chrome://tracing's reserved colours (catapult's color_scheme.js), nearest to the palette's.
@@ -163,9 +163,9 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
     steps = a.steps
     # The first step has no bubble or overlap (NA): 0 here, as the steps table's JSON has null.
     step_args = {key: _plain(steps[c].fillna(0).astype(np.int64)) for key, c in (
-        ("step", "step"), ("start_ns", "gpu_start"), ("end_ns", "gpu_end"),
+        ("step", "step"), ("start_ns", "gpu_start_ns"), ("end_ns", "gpu_end_ns"),
         *((c, c) for c in ("period_ns", "busy_ns", "bubble_ns", "overlap_ns",
-                           *(f"idle_{p}" for p in LEDGER))))}
+                           *LEDGER_COLUMNS)))}
     gaps_tid = STEPS_TID
     for thread, rows in _by_thread(steps):
         gaps_tid = w.overlapping(
@@ -177,8 +177,8 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
     causes = g["cause"].astype(str).tolist()
     w.slices(pid, gaps_tid, "idle gaps, by cause", "gap", [f"idle: {c}" for c in causes],
              g["start_ns"], g["end_ns"], origin,
-             {"cause": causes, **{c: g[c] for c in ("start_ns", "end_ns", "gap_ns", *LEDGER,
-                                                    "step", "next_stream")},
+             {"cause": causes, **{c: g[c] for c in ("start_ns", "end_ns", "gap_ns",
+                                                    *LEDGER_COLUMNS, "step", "next_stream")},
               "next_op": g["next_op"].astype(str).tolist()},
              [CAUSE_CNAMES[c] for c in causes])
     ops = _within(a.ops, lo, hi)
@@ -201,7 +201,7 @@ def _host(w: _Writer, pid: int, label: str, a, blocking: pd.DataFrame, origin: i
     w.meta(pid, "process_sort_index", pid)
     steps = a.steps
     cpu = {key: steps[c].to_numpy(np.int64) for key, c in (
-        ("step", "step"), ("start_ns", "cpu_start"), ("end_ns", "cpu_end"))}
+        ("step", "step"), ("start_ns", "cpu_start_ns"), ("end_ns", "cpu_end_ns"))}
     word = STEPS_WORD.get(a.summary.get("steps_from"), "NVTX")
     tid = STEPS_TID
     for thread, rows in _by_thread(steps, always=True):
@@ -252,8 +252,8 @@ def _host_rows(w: _Writer, pid: int, tid: int, a, origin: int, lo: int, hi: int)
 def _bounds(traced: list, blocking: pd.DataFrame) -> tuple:
     """(lo, hi, origin): the stretch written, the steps on the host and on the GPU, and the
     first time written in it (an op or call that began before the first step)."""
-    lo = min(int(min(a.steps["cpu_start"].min(), a.steps["gpu_start"].min())) for a in traced)
-    hi = max(int(max(a.steps["cpu_end"].max(), a.steps["gpu_end"].max())) for a in traced)
+    lo = min(int(min(a.steps["cpu_start_ns"].min(), a.steps["gpu_start_ns"].min())) for a in traced)
+    hi = max(int(max(a.steps["cpu_end_ns"].max(), a.steps["gpu_end_ns"].max())) for a in traced)
     starts = [_within(f, lo, hi)["start"].to_numpy() for f in (*(a.ops for a in traced),
                                                                 blocking)]
     return lo, hi, min([lo, *(int(s.min()) for s in starts if len(s))])

@@ -96,9 +96,9 @@ def draw_step_rows(ax, steps, lo: int, hi: int, scale: float, gpu_y: float, host
 
     names = np.array(step_labels(steps), dtype=object)
     width = hi - lo
-    rows = ((steps["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan),
-             steps["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan), gpu_y),
-            (steps["cpu_start"].to_numpy(np.float64), steps["cpu_end"].to_numpy(np.float64),
+    rows = ((steps["gpu_start_ns"].to_numpy(dtype=np.float64, na_value=np.nan),
+             steps["gpu_end_ns"].to_numpy(dtype=np.float64, na_value=np.nan), gpu_y),
+            (steps["cpu_start_ns"].to_numpy(np.float64), steps["cpu_end_ns"].to_numpy(np.float64),
              host_y))
     for start, end, y in rows:
         known = ~np.isnan(start)
@@ -157,8 +157,8 @@ def timeline_steps(steps) -> tuple:
     steps = one_thread(steps)
     first = typical_first(steps)
     chosen = steps.iloc[first:first + TIMELINE_STEPS]
-    lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
-    hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
+    lo = int(min(chosen["gpu_start_ns"].min(), chosen["cpu_start_ns"].min()))
+    hi = int(max(chosen["gpu_end_ns"].max(), chosen["cpu_end_ns"].max()))
     return chosen, lo, hi
 
 
@@ -236,8 +236,8 @@ def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
     before, after = steps.iloc[k], steps.iloc[k + 1]
     order = np.argsort(a.ops["start"].to_numpy(), kind="stable")
     start, end = a.ops["start"].to_numpy()[order], a.ops["end"].to_numpy()[order]
-    edge_a = int(min(before["gpu_end"], after["gpu_start"]))
-    edge_b = int(max(before["gpu_end"], after["gpu_start"]))
+    edge_a = int(min(before["gpu_end_ns"], after["gpu_start_ns"]))
+    edge_b = int(max(before["gpu_end_ns"], after["gpu_start_ns"]))
     i = max(int(np.searchsorted(start, edge_a)) - ops_each_side, 0)
     j = min(int(np.searchsorted(start, edge_b)) + ops_each_side, len(start)) - 1
     reach = int(np.nanmedian(steps["period_ns"].astype("Float64").to_numpy(

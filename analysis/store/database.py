@@ -18,6 +18,7 @@ import sqlite_utils
 
 from ..errors import TraceError
 from ..measures.analysis import STORED, Analysis
+from ..measures.names import renamed_frame, renamed_summary
 from ..outputs import check_database, input_files
 from ..outputs import same_file as _same_file
 from ..readers.runs import Run
@@ -43,7 +44,7 @@ def stored_summary(row: dict) -> dict:
     (db.SUMMARY_PREFIXES) nested again; a section absent where the run had none (its columns
     NULL)."""
     if row.get("summary_json"):
-        return json.loads(row["summary_json"])
+        return renamed_summary(json.loads(row["summary_json"]))
     summary = dict(row)
     summary["idle_ns_by_cause"] = {k.removeprefix("idle_ns_by_cause_"): v for k, v in row.items()
                                    if k.startswith("idle_ns_by_cause_")}
@@ -52,7 +53,7 @@ def stored_summary(row: dict) -> dict:
                 if k.startswith(prefix + "_")}
         if any(v is not None for v in part.values()):
             summary[key] = part
-    return summary
+    return renamed_summary(summary)
 
 
 class Database:
@@ -102,7 +103,7 @@ class Database:
 
     def steps(self, run_id: str, device: int = 0) -> pd.DataFrame:
         """One row a step of the run (table `steps`), in step order."""
-        return frame(self.db.execute(STEPS_SQL, [run_id, device]))
+        return renamed_frame(frame(self.db.execute(STEPS_SQL, [run_id, device])), "steps")
 
     def gaps(self, run_id: str, device: int = 0) -> pd.DataFrame:
         """One row a GPU idle gap of the run (table `gaps`), in time order."""
@@ -113,9 +114,9 @@ class Database:
         if name not in db_mod.CHILD_TABLES:
             raise TraceError(f"{name}: no such table; the database has runs, "
                              f"{', '.join(db_mod.CHILD_TABLES)}")
-        return frame(self.db.execute(
+        return renamed_frame(frame(self.db.execute(
             f"SELECT * FROM [{name}] WHERE run_id = ? AND device = ? ORDER BY row",
-            [run_id, device]))
+            [run_id, device])), name)
 
     def analyses(self, where: str | None = None) -> list:
         """The runs that match `where` as Analyses of kind "stored" (summary, steps and syncs),

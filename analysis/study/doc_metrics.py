@@ -20,7 +20,7 @@ def reference_block(root: Path) -> str:
     from ..readers.trace import KERNEL
 
     lines = ["| trace | steps | window_ns | busy_ns | bubble median | idle by cause (sync / host "
-             "/ queued) | ledger (wait / host / launch) | gaps |",
+             "/ queued) | ledger (blocked / pre-launch / in launch) | gaps |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     found = []
     for path in REFERENCE:
@@ -29,7 +29,7 @@ def reference_block(root: Path) -> str:
         c, ledger = s["idle_ns_by_cause"], s["idle_ledger"]
         lines.append(f"| {Path(path).stem} | {s['steps']} | {s['window_ns']} | {s['busy_ns']} | "
                      f"{int(s['bubble_ns_median'])} | {c['sync']} / {c['host']} / {c['queued']} | "
-                     f"{ledger['wait_ns']} / {ledger['host_ns']} / {ledger['launch_ns']} | "
+                     f"{ledger['blocked']} / {ledger['pre_launch']} / {ledger['in_launch']} | "
                      f"{s['gaps']} |")
         ops = a.ops[a.ops["step"] >= 0]
         kernels = (ops["kind"] == KERNEL).groupby(ops["step"]).sum().median()
