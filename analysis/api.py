@@ -60,13 +60,14 @@ class Analysis(measured.Analysis):
              period_ns, idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns,
              idle_cause_sync_ns, idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
     gaps     step, start_ns, end_ns, gap_ns, next_stream, next_corr, launch_start_ns, tid,
-             idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns, cause, next_op
+             idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns, thread, cause, next_op
     streams  stream, ops, busy_ns
     syncs    tid, thread, call, file, line, function, calls, calls_per_step, blocked_ns,
              blocked_ns_median, gpu_idle_after_ns, gpu_idle_in_call_ns
     pairs    stream_a, stream_b, concurrent_ns
     checks   start_ns, end_ns, busy_ns, cover
-    ops      start, end, device, stream, corr, name_id, kind, call_start, call_end, tid, step
+    ops      start_ns, end_ns, device, stream, corr, kind, name, name_id, call_start_ns,
+             call_end_ns, tid, thread, step
     host     step_row, step, thread, name, kind, calls, python_ns, cuda_ns, sync_ns, ns,
              forward_ns
     host_steps  step_row, step, thread, tid, host_start, host_end, paused, host_period_ns,
@@ -76,8 +77,11 @@ class Analysis(measured.Analysis):
     spent its host time, host_steps one row a step. With an untraced twin, steps also has
     untraced_* columns; with GPU metrics, the per-step metrics (sm_active_pct, dram_read_pct
     ...); where the capture marks the tokens each step added (speculative decoding), tokens
-    after thread. ops' kind and name_id are codes: named_ops() and kernels() give the names as text;
-    step is the step number (-1: no step's).
+    after thread. Times: a column ending start_ns or end_ns is a time on the capture's clock, any
+    other _ns a duration. A thread is its label (`thread`, as the steps name it), the raw
+    globalTid beside it (`tid`) where kept; an op's `kind` and `name` are words (name_id the
+    raw string id). `step` is the step number (METRICS.md, "Step numbers"); an op or gap
+    outside every step has -1. Old column names (CHANGELOG.md) read with a FutureWarning.
     """
 
     def _needs(self, part: str, what: str):
@@ -91,19 +95,16 @@ class Analysis(measured.Analysis):
         return str(self.run.trace_path) if self.run is not None else "its trace"
 
     def named_ops(self) -> pd.DataFrame:
-        """ops with `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`) and `kind` as
-        words (kernel, memcpy, memset, graph)."""
-        from .measures.one_step import named
-
-        return named(self._needs("ops", "named_ops"), self._needs("trace", "named_ops").strings)
+        """ops, which carry their `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`)
+        and `kind` as words (kernel, memcpy, memset, graph): the same as `.ops`."""
+        return self._needs("ops", "named_ops")
 
     def kernels(self) -> pd.DataFrame:
         """The steps' GPU ops by name, the longest in all first: name, ops, time_ns,
         ops_per_step, time_ns_per_step, share (of the steps' ops' GPU time)."""
         from .measures.kernels import name_table
 
-        self._needs("ops", "kernels")
-        ops = self.named_ops()
+        ops = self._needs("ops", "kernels")
         ops = ops[ops["step"].to_numpy() >= 0]
         return name_table(ops, ops["name"], len(self.steps))
 

@@ -13,7 +13,6 @@ from analysis.measures.gaps import LEDGER_COLUMNS
 from analysis.measures.steps import INFER
 from analysis.measures.summary import Options, analyze
 from analysis.readers import load_trace
-from analysis.readers.trace import KERNEL
 
 RUNS = Path(__file__).parent / "data" / "runs"
 EXPECTED = Path(__file__).parent / "data" / "expected" / "runs"
@@ -105,7 +104,7 @@ def test_per_run_facts_come_out_exactly(run):
     kernels, records, ops, _, window, busy, gaps, cover = FACTS[name]
     s = a.summary
     assert s["steps"] == 20 and list(a.steps["step"]) == STEPS
-    ours = a.ops[a.ops["kind"] == KERNEL].groupby("step").size()
+    ours = a.ops[a.ops["kind"] == "kernel"].groupby("step").size()
     assert (ours == kernels).all() and len(ours) == 20
     assert query(name, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL") == [(20 * kernels,)]
     assert (a.steps["op_records"] == records).all()

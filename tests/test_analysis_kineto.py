@@ -44,7 +44,7 @@ def test_times_are_exact_ns_where_a_float_would_round(tmp_path):
     t.launch(base + 1, base + 3, base + 5, base + 999)
     (a,) = analyse(t.write(tmp_path / "t.json"))
     assert float("1712195495505582.988") * 1000 != base  # what json's float would give
-    assert (a.ops["start"][0], a.ops["end"][0]) == (base + 5, base + 999)
+    assert (a.ops["start_ns"][0], a.ops["end_ns"][0]) == (base + 5, base + 999)
     assert a.summary["busy_ns"] == 994 and a.steps["cpu_ns"][0] == 1_001
 
 

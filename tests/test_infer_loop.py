@@ -104,7 +104,7 @@ def test_the_real_loop_has_a_step_per_iteration_each_ending_with_its_condition_k
         "iterations of one graph launch (297 ops a step; its ops recorded with no correlation "
         "id, given the launch's)")
     assert a.summary["ops_without_launch_call"] == 0 and a.summary["unattributed_ops"] == 1
-    last = a.ops[a.ops["step"] >= 0].sort_values("start").groupby("step").tail(1)
+    last = a.ops[a.ops["step"] >= 0].sort_values("start_ns").groupby("step").tail(1)
     assert {a.trace.strings[int(n)] for n in last["name_id"]} == {"gapscope_while_next"}
     assert (int(s["gpu_start_ns"].iloc[1]), int(s["bubble_ns"].iloc[1])) == (18198478, 613631)
 

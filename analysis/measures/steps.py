@@ -141,6 +141,19 @@ def thread_labels(tids, names: dict) -> dict:
     return out
 
 
+def all_thread_labels(steps: pd.DataFrame, tids, names: dict) -> dict:
+    """tid -> label of every thread in `tids` (an op's, a gap's): a thread with steps by its
+    steps' label, any other by thread_labels among the others, its OS thread id added where the
+    name is a steps' thread's label too; -1 (no launch call) `unknown`."""
+    own = dict(zip(steps["tid"].astype(np.int64), steps["thread"], strict=True))
+    others = thread_labels([t for t in set(int(t) for t in tids) if t not in own and t >= 0],
+                           names)
+    taken = set(own.values())
+    out = {t: (f"{label} ({t & TID_MASK})" if label in taken and not label.endswith(")")
+               else label) for t, label in others.items()}
+    return {-1: "unknown", **out, **own}
+
+
 def with_threads(steps: pd.DataFrame, names: dict) -> pd.DataFrame:
     """The steps with `thread`, the label of the thread that opened each range."""
     labels = thread_labels(steps["tid"], names)

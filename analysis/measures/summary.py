@@ -25,6 +25,7 @@ from ..measures.stats import median, p90
 from ..measures.steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
+    all_thread_labels,
     assign_steps,
     compile_pattern,
     host_steps,
@@ -34,7 +35,7 @@ from ..measures.steps import (
 )
 from ..measures.streams import check_cover, stream_table, window_busy_ns
 from ..measures.syncs import sync_table
-from ..readers.trace import GRAPH, Trace, op_names
+from ..readers.trace import GRAPH, OP_KIND_NAMES, Trace, op_names
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,9 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     gaps = split_gaps(find_gaps(ops, window), trace.blocking)
     position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
     table = with_idle_by_step(table, gaps, position)
-    gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
+    labels = all_thread_labels(steps, np.concatenate([ops["tid"].to_numpy(), gaps["tid"]]),
+                               trace.thread_names)
+    gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings, labels)
     table = with_idle_by_cause(table, gaps, position)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
@@ -126,7 +129,8 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     if draft is not None:
         summary["draft"] = draft_summary(draft, ops, on_device.index, table, summary["host"])
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
-                    pairs=pairs, checks=cover, ops=numbered(ops, steps), host=host_rows,
+                    pairs=pairs, checks=cover,
+                    ops=public_ops(numbered(ops, steps), trace.strings, labels), host=host_rows,
                     host_steps=host_steps)
 
 
@@ -136,6 +140,31 @@ def numbered(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     row = ops["step"].to_numpy()
     number = steps["index"].to_numpy(dtype=np.int64)
     return ops.assign(step=np.where(row >= 0, number[np.maximum(row, 0)], -1))
+
+
+# An op's kind as a word (readers.trace's codes: KERNEL ... GRAPH).
+KIND_WORDS = {k: v.strip("[]") for k, v in OP_KIND_NAMES.items()}
+
+
+def public_ops(ops: pd.DataFrame, strings: dict, labels: dict) -> pd.DataFrame:
+    """Analysis.ops: each op with its times on the capture's clock (start_ns, end_ns, and its
+    launch call's, -1 without one), its name and kind as words (a kernel's name; `[memcpy]`,
+    `[memset]`, `[graph]`; kernel, memcpy, memset, graph) beside the raw name_id, its launch
+    thread's label beside the raw tid, and its step (-1: no step's)."""
+    kind = ops["kind"].to_numpy()
+    return pd.DataFrame({
+        "start_ns": ops["start"].to_numpy(), "end_ns": ops["end"].to_numpy(),
+        "device": ops["device"].to_numpy(), "stream": ops["stream"].to_numpy(),
+        "corr": ops["corr"].to_numpy(),
+        "kind": pd.Categorical.from_codes(kind, categories=[KIND_WORDS[k] for k in
+                                                            sorted(KIND_WORDS)]),
+        "name": op_names(kind, ops["name_id"].to_numpy(), strings),
+        "name_id": ops["name_id"].to_numpy(),
+        "call_start_ns": ops["call_start"].to_numpy(), "call_end_ns": ops["call_end"].to_numpy(),
+        "tid": ops["tid"].to_numpy(),
+        "thread": ops["tid"].map(labels).to_numpy(dtype=object),
+        "step": ops["step"].to_numpy(),
+    }, copy=False)
 
 
 def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
@@ -162,10 +191,13 @@ def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
     }
 
 
-def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
-    """The gaps as a DataFrame: the step each falls in, the cause by name, the next op's name."""
+def gap_table(gaps: dict, step: np.ndarray, strings: dict, labels: dict) -> pd.DataFrame:
+    """The gaps as a DataFrame: the step each falls in, the thread that launched the op ending
+    it (`tid`, its label `thread`: steps.all_thread_labels), the cause by name, the next op's
+    name."""
     out = {"step": step}
     out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
+    out["thread"] = pd.Series(gaps["tid"]).map(labels).to_numpy(dtype=object)
     out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
     out["next_op"] = op_names(gaps["next_kind"], gaps["next_name_id"], strings)
     # The columns as they are (copy=False: not stacked into one block, 0.2 s a million gaps).

@@ -28,7 +28,6 @@ import pandas as pd
 
 from ..measures.gaps import LEDGER_COLUMNS
 from ..measures.host import NOT_CODE, row_name
-from ..readers.trace import OP_KIND_NAMES, op_names
 
 # chrome://tracing's reserved colours (catapult's color_scheme.js), nearest to the palette's.
 CAUSE_CNAMES = {"sync": "terrible", "host": "thread_state_iowait", "queued":
@@ -76,7 +75,10 @@ def lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _within(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
-    return frame[(frame["end"].to_numpy() > lo) & (frame["start"].to_numpy() < hi)]
+    """The rows of an interval frame (Analysis.ops' start_ns/end_ns, the trace's blocking calls'
+    start/end) that overlap [lo, hi)."""
+    start, end = ("start_ns", "end_ns") if "start_ns" in frame.columns else ("start", "end")
+    return frame[(frame[end].to_numpy() > lo) & (frame[start].to_numpy() < hi)]
 
 
 class _Writer:
@@ -182,16 +184,16 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
               "next_op": g["next_op"].astype(str).tolist()},
              [CAUSE_CNAMES[c] for c in causes])
     ops = _within(a.ops, lo, hi)
-    names = op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
-    kinds = ops["kind"].map(OP_KIND_NAMES).str.strip("[]").to_numpy(dtype=object)
+    names = ops["name"].to_numpy(dtype=object)
+    kinds = ops["kind"].astype(str).to_numpy(dtype=object)
     tid = max(gaps_tid + 1, FIRST_TID)
     for stream in sorted(ops["stream"].unique().tolist()):
         mine = np.flatnonzero(ops["stream"].to_numpy() == stream)
         o = ops.iloc[mine]
         tid = w.overlapping(pid, tid, f"stream {stream}", "op", names[mine].tolist(),
-                            o["start"], o["end"], origin,
-                            {"kind": kinds[mine].tolist(), "start_ns": _plain(o["start"]),
-                             "end_ns": _plain(o["end"]), "step": _plain(o["step"]),
+                            o["start_ns"], o["end_ns"], origin,
+                            {"kind": kinds[mine].tolist(), "start_ns": _plain(o["start_ns"]),
+                             "end_ns": _plain(o["end_ns"]), "step": _plain(o["step"]),
                              "corr": _plain(o["corr"])}, OP_CNAME)
 
 
@@ -254,8 +256,8 @@ def _bounds(traced: list, blocking: pd.DataFrame) -> tuple:
     first time written in it (an op or call that began before the first step)."""
     lo = min(int(min(a.steps["cpu_start_ns"].min(), a.steps["gpu_start_ns"].min())) for a in traced)
     hi = max(int(max(a.steps["cpu_end_ns"].max(), a.steps["gpu_end_ns"].max())) for a in traced)
-    starts = [_within(f, lo, hi)["start"].to_numpy() for f in (*(a.ops for a in traced),
-                                                                blocking)]
+    starts = [_within(a.ops, lo, hi)["start_ns"].to_numpy() for a in traced]
+    starts.append(_within(blocking, lo, hi)["start"].to_numpy())
     return lo, hi, min([lo, *(int(s.min()) for s in starts if len(s))])
 
 

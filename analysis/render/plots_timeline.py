@@ -169,7 +169,7 @@ def binned_timeline(ops, gaps, lo: int, hi: int, columns: int = COLUMNS) -> tupl
     # No column narrower than a ns (a hand-drawn trace spans a few hundred).
     edges = np.linspace(lo, hi, max(min(columns, hi - lo), 1) + 1).round().astype(np.int64)
     a, b = edges[:-1], edges[1:]
-    out = {BUSY: Coverage(ops["start"].to_numpy(), ops["end"].to_numpy()).covered(a, b)}
+    out = {BUSY: Coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()).covered(a, b)}
     cause = gaps["cause"].astype(str).to_numpy()
     for c in CAUSES:
         mine = cause == c
@@ -234,8 +234,8 @@ def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
         return None
     k = min(typical_first(steps), len(steps) - 2)
     before, after = steps.iloc[k], steps.iloc[k + 1]
-    order = np.argsort(a.ops["start"].to_numpy(), kind="stable")
-    start, end = a.ops["start"].to_numpy()[order], a.ops["end"].to_numpy()[order]
+    order = np.argsort(a.ops["start_ns"].to_numpy(), kind="stable")
+    start, end = a.ops["start_ns"].to_numpy()[order], a.ops["end_ns"].to_numpy()[order]
     edge_a = int(min(before["gpu_end_ns"], after["gpu_start_ns"]))
     edge_b = int(max(before["gpu_end_ns"], after["gpu_start_ns"]))
     i = max(int(np.searchsorted(start, edge_a)) - ops_each_side, 0)
@@ -255,11 +255,12 @@ def draw_zoom(ax, a, window: tuple) -> None:
     def rel_us(t):
         return (np.asarray(t, dtype=np.float64) - lo) / 1e3
 
-    ops = a.ops[(a.ops["end"].to_numpy() > lo) & (a.ops["start"].to_numpy() < hi)]
+    ops = a.ops[(a.ops["end_ns"].to_numpy() > lo) & (a.ops["start_ns"].to_numpy() < hi)]
     streams = sorted(ops["stream"].unique().tolist())
     for row, stream in enumerate(streams):
         o = ops[ops["stream"] == stream]
-        ax.broken_barh(list(zip(rel_us(o["start"]), (o["end"] - o["start"]).to_numpy() / 1e3,
+        ax.broken_barh(list(zip(rel_us(o["start_ns"]),
+                                (o["end_ns"] - o["start_ns"]).to_numpy() / 1e3,
                                 strict=True)), (row + 0.15, 0.7), color=BUSY_COLOUR,
                        # An edge of its own colour: an op of a µs stays a line a pixel wide.
                        edgecolor=BUSY_COLOUR, linewidth=0.8, zorder=3,

@@ -10,7 +10,6 @@ import pandas as pd
 
 from ..measures.summary import Options
 from ..readers.runs import TRACE_NAMES
-from ..readers.trace import KERNEL
 from ..study.text import fmt_ms
 from ..sweep import open_all
 
@@ -80,7 +79,7 @@ def kernels_per_step(a) -> float:
     """The median number of kernel records a captured step (op records less copies, sets and
     graph replays)."""
     ops = a.ops[a.ops["step"] >= 0]
-    counts = ops[ops["kind"] == KERNEL].groupby("step").size()
+    counts = ops[ops["kind"] == "kernel"].groupby("step").size()
     return float(counts.reindex(a.steps["step"], fill_value=0).median())
 
 

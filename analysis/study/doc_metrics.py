@@ -17,7 +17,6 @@ def reference_block(root: Path) -> str:
     says."""
     from ..measures.summary import analyze
     from ..readers import load_trace
-    from ..readers.trace import KERNEL
 
     lines = ["| trace | steps | window_ns | busy_ns | bubble median | idle by cause (sync / host "
              "/ queued) | ledger (blocked / pre-launch / in launch) | gaps |",
@@ -32,7 +31,7 @@ def reference_block(root: Path) -> str:
                      f"{ledger['blocked']} / {ledger['pre_launch']} / {ledger['in_launch']} | "
                      f"{s['gaps']} |")
         ops = a.ops[a.ops["step"] >= 0]
-        kernels = (ops["kind"] == KERNEL).groupby(ops["step"]).sum().median()
+        kernels = (ops["kind"] == "kernel").groupby(ops["step"]).sum().median()
         found.append((Path(path).stem, s, kernels))
     static = next(s for name, s, _ in found if "static" in name)
     text = (f"What these say (traced): on an H200 in eager mode the GPU is busy "

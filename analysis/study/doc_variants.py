@@ -38,13 +38,12 @@ def _per_step(a, kind: str) -> float:
 
 def graphed_shows(root: Path) -> str:
     """`graphed`'s op records a step in its node-level capture, and its memset nodes."""
-    from ..readers.trace import MEMSET
 
     a, _ = _capture(root, "graphed")
     return (f"**Shows:** one graph launch per step: launch overhead gone (the GPU's busy share "
             "in its captures: RESULTS.md); what is left idle is `queued` in the analysis: the "
             f"graph's own latency between its {a.steps['op_records'].median():.0f} op records a "
-            f"step, {_per_step(a, MEMSET):.0f} of them the memset nodes that cuBLASLt's split-K "
+            f"step, {_per_step(a, 'memset'):.0f} of them the memset nodes that cuBLASLt's split-K "
             f"GEMMs bring (`{RUNS}/graphed`, traced node by node; `fused` has none). The GPU test "
             "replays it under `set_sync_debug_mode(\"error\")`.")
 
