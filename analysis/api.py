@@ -70,7 +70,7 @@ class Analysis(measured.Analysis):
              call_end_ns, tid, thread, step
     host     step_row, step, thread, name, kind, calls, python_ns, cuda_ns, sync_ns, ns,
              forward_ns
-    host_steps  step_row, step, thread, tid, host_start, host_end, paused, host_period_ns,
+    host_steps  step_row, step, thread, tid, host_start_ns, host_end_ns, paused, host_period_ns,
              python_ns, cuda_ns, sync_ns, forward_ns, forward_python_ns, named_ns, busy_ns
 
     host is the host table (METRICS.md, "Host time"): one row a step and the named code that

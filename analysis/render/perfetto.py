@@ -235,10 +235,10 @@ def _host_rows(w: _Writer, pid: int, tid: int, a, origin: int, lo: int, hi: int)
         os_tid = int(thread) & OS_TID_MASK
         tid = w.overlapping(
             pid, tid, f"thread {os_tid}: host period", "host",
-            [f"host: step {s}" for s in mine["step"].tolist()], mine["host_start"],
-            mine["host_end"], origin,
+            [f"host: step {s}" for s in mine["step"].tolist()], mine["host_start_ns"],
+            mine["host_end_ns"], origin,
             {key: _plain(mine[key].astype(np.int64)) for key in (
-                "step", "host_start", "host_end", "host_period_ns", "python_ns", "cuda_ns",
+                "step", "host_start_ns", "host_end_ns", "host_period_ns", "python_ns", "cuda_ns",
                 "sync_ns", "named_ns")}, HOST_CNAME)
         code = ranges[(ranges["tid"].to_numpy() == thread)
                       & ~ranges["name"].isin(NOT_CODE).to_numpy()]
