@@ -108,14 +108,17 @@ class Analysis(measured.Analysis):
         ops = ops[ops["step"].to_numpy() >= 0]
         return name_table(ops, ops["name"], len(self.steps))
 
-    def step(self, number: int, thread: str | None = None):
-        """One step: `.row` (its row of steps), `.ops` (named), `.gaps` (those in its period);
-        its repr says it in a line. `thread`: where several threads number their steps alike."""
-        from .measures.one_step import one_step
+    def step(self, number, thread: str | None = None):
+        """One step by its number (`a.step(40)`; "40" too): `.row` (its row of steps), `.ops`
+        (empty for a stored Analysis: the capture keeps them), `.gaps` (those in its period);
+        its repr says it in a line. `thread`: where several threads number their steps alike.
+        A number the steps have not: TraceError, saying which they have."""
+        from .measures.one_step import one_step, step_number
 
-        trace = self._needs("trace", "step")
-        return one_step(self.steps, self._needs("ops", "step"), self._needs("gaps", "step"),
-                        trace.strings, trace.thread_names, number, thread)
+        ops = self.ops if self.ops is not None else pd.DataFrame(
+            {c: pd.Series(dtype=object) for c in ("step", "thread")})
+        return one_step(self.steps, ops, self._needs("gaps", "step"), step_number(number),
+                        thread)
 
     def _renderable(self, what: str) -> None:
         """A stored run from a database written before it kept summaries whole has its
@@ -206,10 +209,10 @@ def _database_class():
         class Database(stored.Database):
             __doc__ = stored.Database.__doc__
 
-            def analyses(self, where: str | None = None) -> list:
-                """The stored runs as Analyses of kind "stored" (summary and steps), for
-                compare."""
-                return [face(a) for a in super().analyses(where)]
+            def analyses(self, where: str | None = None, tables=None) -> list:
+                """The stored runs as Analyses of kind "stored": every table but the ops (the
+                capture keeps those); `tables`: only those."""
+                return [face(a) for a in super().analyses(where, tables)]
 
         Database.__module__ = __name__
         _DATABASE.append(Database)

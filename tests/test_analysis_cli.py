@@ -314,7 +314,7 @@ def test_compare_gives_idle_per_step_so_runs_of_other_lengths_compare():
     text = run("compare", STATIC, f"{STATIC}:^Step (3\\d)$").output
     # 3578243 ns of sync idle over 20 steps is 0.179 ms a step.
     row = next(line for line in text.splitlines() if line.startswith("idle sync ms/step"))
-    assert row.split()[3] == "0.179"
+    assert row.split()[4] == "0.179"
 
 
 def test_the_report_says_the_sync_note_once_and_keeps_its_tables_in_100_columns(tmp_path):
@@ -323,9 +323,10 @@ def test_the_report_says_the_sync_note_once_and_keeps_its_tables_in_100_columns(
                  runs / "fused", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     md = (tmp_path / "out" / "report.md").read_text()
-    assert md.count("sync idle share: as traced") == 1
-    assert "sync idle share: as traced; no run here has the untraced twin" in md
+    assert md.count("sync idle (a share of the window): as traced") == 1
+    assert "sync idle (a share of the window): as traced; no run here has the untraced twin" \
+        in md
     assert max(len(line) for line in md.splitlines() if line.startswith("|")) <= 100
-    assert [6.547, 6.559] in golden.starts(md, "idle host ms/step", 2)
+    assert [6.547, 6.559] in golden.starts(md, "idle host ms/step (mean)", 2)
     assert "| step | ops | host | period | busy | bubble | overlap | blocked | pre-launch | " \
         "in launch |" in md

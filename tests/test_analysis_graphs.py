@@ -59,7 +59,7 @@ def test_a_graph_only_capture_loads_and_its_graphs_are_the_ops(tmp_path):
     assert a.steps["bubble_ns"].isna()[0] and list(a.steps["bubble_ns"][1:]) == [15, 20]
     assert s["bubble_ns_median"] == 17.5
     assert s["idle_ns_by_cause"] == {"sync": 15, "host": 20, "queued": 0, "unknown": 0}
-    assert s["sync_idle_share"] == 15 / 110
+    assert s["sync_idle_share_of_window"] == 15 / 110
     assert (s["cuda_graph_trace"], s["graph_executions"], s["graph_execs"],
             s["graph_node_ops"]) == ("graph", 3, 1, 0)
 

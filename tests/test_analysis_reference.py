@@ -62,7 +62,7 @@ def test_gaps_ledger_and_steps_add_up_on_real_traces(reference):
     idle = steps[["idle_blocked_ns", "idle_pre_launch_ns", "idle_in_launch_ns"]].sum().sum()
     assert idle == s["idle_ns"]
     assert (steps["busy_ns"] + steps["intra_idle_ns"] == steps["span_ns"]).all()
-    assert s["sync_idle_share"] == s["idle_ns_by_cause"]["sync"] / s["window_ns"]
+    assert s["sync_idle_share_of_window"] == s["idle_ns_by_cause"]["sync"] / s["window_ns"]
 
 
 def test_two_stream_trace_streams_and_checks(reference):

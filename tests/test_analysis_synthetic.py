@@ -38,7 +38,7 @@ def test_summary_adds_up_by_cause_and_ledger(causes):
     assert (s["window_ns"], s["busy_ns"], s["idle_ns"], s["gaps"]) == (130, 53, 77, 5)
     assert s["idle_ns_by_cause"] == {"sync": 35, "host": 32, "queued": 5, "unknown": 5}
     assert s["idle_ledger"] == {"blocked": 20, "pre_launch": 22, "in_launch": 35}
-    assert s["sync_idle_share"] == 35 / 130
+    assert s["sync_idle_share_of_window"] == 35 / 130
     assert s["bubble_ns_median"] == 35 and s["bubble_ns_p90"] == 35
     assert s["check_cover_median"] == 5 / 25
     assert (s["unattributed_ops"], s["ops_without_launch_call"]) == (1, 1)
@@ -284,7 +284,7 @@ def test_a_block_after_the_next_op_was_launched_is_launch_time_not_sync(tmp_path
     assert list(a.gaps["cause"]) == ["queued"]
     assert tuple(a.gaps.loc[0, ["idle_blocked_ns", "idle_in_launch_ns", "idle_pre_launch_ns"]]) \
         == (0, 10, 0)
-    assert a.summary["sync_idle_share"] == 0.0
+    assert a.summary["sync_idle_share_of_window"] == 0.0
 
 
 def test_a_block_entered_after_the_drain_is_host_time_not_sync(tmp_path):

@@ -25,7 +25,8 @@ def found(text: str) -> list:
 
 def test_measured_figures_in_prose_are_found():
     text = ("nsys cost +55% (14.59 against 9.43 ms/step), 282 kernels a step; HTA reports 3.8% "
-            "more idle; `sync_idle_share` 0.0198; 99 of 99 steps; ~393 ops; 2.2 GB and 25 s.")
+            "more idle; `sync_idle_share_of_window` 0.0198; 99 of 99 steps; ~393 ops; 2.2 GB and "
+            "25 s.")
     assert found(text) == ["+55%", "14.59", "9.43 ms", "282 kernels", "3.8%", "0.0198",
                            "99 of 99", "~393 ops", "2.2 GB", "25 s"]
 

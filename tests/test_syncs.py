@@ -172,15 +172,16 @@ def test_text_names_the_top_lines_in_100_columns(tmp_path):
     i = next(i for i, line in enumerate(lines) if line.startswith("  syncs"))
     assert lines[i:i + 7] == [
         # 83 µs blocked in all (50 + 18 + 15), 60 µs of sync gaps (30 + 15 + 15); 2 steps.
-        "  syncs          2.00 blocking calls a step (4): 0.08 ms blocked, 0.06 ms GPU idle after",
+        "  syncs          2.00 blocking calls a step (4): 0.08 ms host blocked, 0.06 ms GPU "
+        "idle after",
         "    /src/gen.py:41 in decode",
-        "      cudaStreamSynchronize 1.00/step: 25.0 µs blocked (median), 15.0 µs/step GPU idle "
-        "after",
+        "      cudaStreamSynchronize 1.00/step: 25.0 µs host blocked (median), 15.0 µs/step GPU "
+        "idle after",
         "    unknown (no mark)",
-        "      cudaDeviceSynchronize 0.50/step: 18.0 µs blocked (median), 7.5 µs/step GPU idle "
-        "after",
+        "      cudaDeviceSynchronize 0.50/step: 18.0 µs host blocked (median), 7.5 µs/step GPU "
+        "idle after",
         "    /src/gen.py:57 in check",
-        "      cudaMemcpy 0.50/step: 15.0 µs blocked (median), 7.5 µs/step GPU idle after",
+        "      cudaMemcpy 0.50/step: 15.0 µs host blocked (median), 7.5 µs/step GPU idle after",
     ]
     assert not any("gapscope profile" in line for line in lines)
     assert max(len(line) for line in lines) <= 100

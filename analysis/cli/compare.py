@@ -121,7 +121,7 @@ def stored(db_path, where) -> list:
             if not db.db["runs"].exists():
                 raise GapscopeError(f"{db_path}: not a gapscope results database (no runs "
                                     "table); write one with --db or `gapscope db add`")
-            analyses = db.analyses(where)
+            analyses = db.analyses(where, tables=("syncs",))  # what compare reads
     except sqlite3.Error as e:
         raise GapscopeError(f"{db_path}: cannot read the runs ({e})") from None
     if not analyses:

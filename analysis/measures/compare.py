@@ -69,8 +69,9 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
                "period_ns_median_by_thread": (
                    {str(k): v for k, v in threads["period_ns_median"].items()}
                    if len(threads) else None),
-               "gpu_util": s["gpu_util"], "bubble_ns_p90": s["bubble_ns_p90"],
-               "sync_idle_share": s["sync_idle_share"]}
+               "busy_share_of_window": s["busy_share_of_window"],
+               "bubble_ns_p90": s["bubble_ns_p90"],
+               "sync_idle_share_of_window": s["sync_idle_share_of_window"]}
         for column, key in COMPARED.items():
             row[key] = s[key]
             b, base = boot[column], boots[0][column]

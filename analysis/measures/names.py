@@ -27,6 +27,8 @@ COLUMNS = {
 }
 # summary key -> new key (a nested dict's keys: "idle_ledger.wait_ns" -> "blocked")
 SUMMARY = {
+    "gpu_util": "busy_share_of_window",
+    "sync_idle_share": "sync_idle_share_of_window",
     "idle_ledger.wait_ns": "blocked", "idle_ledger.host_ns": "pre_launch",
     "idle_ledger.launch_ns": "in_launch",
 }

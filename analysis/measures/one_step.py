@@ -45,8 +45,22 @@ def named(ops: pd.DataFrame, strings: dict | None = None) -> pd.DataFrame:
     return ops
 
 
-def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, strings: dict,
-             thread_names: dict, step: int, thread: str | None = None) -> StepView:
+def step_number(number) -> int:
+    """A step's number as given (`40`, `"40"`, numpy's ints), else one line."""
+    if isinstance(number, bool):
+        raise TraceError(f"step {number!r}: a step is named by its number, e.g. step(40)")
+    try:
+        value = int(str(number).strip()) if isinstance(number, str) else int(number)
+    except (TypeError, ValueError):
+        raise TraceError(f"step {number!r}: a step is named by its number, e.g. step(40) "
+                         "(METRICS.md, \"Step numbers\")") from None
+    if not isinstance(number, str) and value != number:
+        raise TraceError(f"step {number!r}: a step number is a whole number")
+    return value
+
+
+def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, step: int,
+             thread: str | None = None) -> StepView:
     """Step number `step` (of `thread`, where several threads number their steps alike): its
     row, its ops named, its gaps. With several threads, an op is the step's when its launch
     thread is the step's (labelled as steps.thread_labels labels it), a gap when the op ending

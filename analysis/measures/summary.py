@@ -258,7 +258,7 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
         "window_ns": window_ns,
         "busy_ns": busy_ns,
         "idle_ns": idle_ns,
-        "gpu_util": busy_ns / window_ns if window_ns else None,
+        "busy_share_of_window": busy_ns / window_ns if window_ns else None,
         "step_cpu_ns_median": median(table["cpu_ns"]),
         "period_ns_median": median(table["period_ns"]),
         "busy_ns_median": median(table["busy_ns"]),
@@ -274,7 +274,7 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
         "check_cover_median": median(cover["cover"]),
         # Only what the trace shows: the share of the window the GPU sat idle on a sync. Not
         # what hiding the sync would buy (METRICS.md: the untraced bubble and a measured pair).
-        "sync_idle_share": by_cause["sync"] / window_ns if window_ns else None,
+        "sync_idle_share_of_window": by_cause["sync"] / window_ns if window_ns else None,
         "ops": int(table["ops"].sum()),
         "unattributed_ops": int((ops["step"] < 0).sum()),
         "ops_without_launch_call": int((ops["call_start"] < 0).sum()),

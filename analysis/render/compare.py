@@ -97,15 +97,16 @@ def display_rows(table: pd.DataFrame) -> list:
          _cis(series, firsts, "period_ns_median", 1e6, 3)),
         ("host step ms [95% CI]",
          _cis(series, firsts, "step_cpu_ns_median", 1e6, 3)),
-        ("GPU busy", [_opt(r["gpu_util"], ".1%") for r in rows]),
+        ("GPU busy (of window)", [_opt(r["busy_share_of_window"], ".1%") for r in rows]),
         ("bubble median µs [95% CI]",
          _cis(series, firsts, "bubble_ns_median", 1e3, 1)),
         ("bubble p90 µs", [_opt(None if r["bubble_ns_p90"] is None
                                 else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
     ]
-    out += [(f"idle {c} ms/step", [_opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".3f")
+    out += [(f"idle {c} ms/step (mean)", [_opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".3f")
                                    for r in rows]) for c in CAUSES]
-    out.append(("sync idle share", [_opt(r["sync_idle_share"], ".1%") for r in rows]))
+    out.append(("sync idle (of window)", [_opt(r["sync_idle_share_of_window"], ".1%")
+                                          for r in rows]))
     # From run.json where the harness and profile script recorded them; left out when no run has.
     timing = [
         ("traced ms/step (run.json)", [_opt(r["traced_ms_per_step"], ".2f") for r in rows]),
@@ -167,7 +168,8 @@ def legend(table: pd.DataFrame, rule: str = "the first run") -> str:
     say of the others."""
     return (f"baseline: {table['label'].iloc[0]} ({rule}; --baseline LABEL picks another); ~ "
             "within noise of it (95% bootstrap CI of the difference of medians contains 0), * "
-            "a difference beyond noise")
+            "a difference beyond noise; a row with a [95% CI] is a median over the steps, "
+            "(mean) the mean over them")
 
 
 # A terminal of 100 columns reads every table the CLI prints.
@@ -272,12 +274,12 @@ ROW_COLUMNS = (
      + _noise(r, "period_ns_median")),
     ("host ms", lambda r: _opt(_scaled(r["step_cpu_ns_median"], 1e6), ".3f")
      + _noise(r, "step_cpu_ns_median")),
-    ("busy", lambda r: _opt(r["gpu_util"], ".1%")),
+    ("busy", lambda r: _opt(r["busy_share_of_window"], ".1%")),
     ("bubble µs", lambda r: _opt(_scaled(r["bubble_ns_median"], 1e3), ".1f")
      + _noise(r, "bubble_ns_median")),
     ("idle s/h/q", lambda r: "/".join(
         _opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".2f") for c in ("sync", "host", "queued"))),
-    ("sync idle", lambda r: _opt(r["sync_idle_share"], ".1%")),
+    ("sync idle", lambda r: _opt(r["sync_idle_share_of_window"], ".1%")),
     ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
 )
 TERMINAL_COLUMNS = 100

@@ -27,8 +27,9 @@ class Comparison:
     analyses:     each run's Analysis (one device a run)
     table:        one row a traced run (None when none is): label, device, steps, steps_from,
                   threads, period_ns_median, step_cpu_ns_median, bubble_ns_median and for each
-                  `_ci`, `_vs_first_ci`, `_within_noise`; gpu_util, bubble_ns_p90,
-                  sync_idle_share, idle_<cause>_ns and _ns_per_step, traced_/untraced_ms_per_step,
+                  `_ci`, `_vs_first_ci`, `_within_noise`; busy_share_of_window, bubble_ns_p90,
+                  sync_idle_share_of_window, idle_<cause>_ns and _ns_per_step,
+                  traced_/untraced_ms_per_step,
                   profiler_overhead, untraced_* (the twin's), traced_rank, untraced_rank,
                   work (what differs in the step computed: `batch=32`; None where nothing)
     between_runs: one row a configuration with several runs: label, runs, period_ns_median,

@@ -29,11 +29,11 @@ SUMMARY_ROWS = (
     ("step time (host, median)", "step_cpu_ns_median", ms_from_ns),
     ("GPU period (median)", "period_ns_median", ms_from_ns),
     ("window", "window_ns", ms_from_ns),
-    ("GPU busy", "gpu_util", pct),
+    ("GPU busy (of window)", "busy_share_of_window", pct),
     ("bubble median", "bubble_ns_median", us_from_ns),
     ("bubble p90", "bubble_ns_p90", us_from_ns),
     ("gaps", "gaps", str),
-    ("sync idle share (traced)", "sync_idle_share", pct),
+    ("sync idle (of window, traced)", "sync_idle_share_of_window", pct),
     ("CUDA graph trace", "cuda_graph_trace", str),
 )
 
@@ -65,9 +65,10 @@ def sync_note(twin: bool) -> str:
     """What to trust for the sync, said once under a comparison: the traced share is the
     observer's picture, not the gain; `twin`: some run has an untraced twin to point at."""
     if twin:
-        return "sync idle share: as traced; what hiding the sync buys: the untraced bubble (events)"
-    return ("sync idle share: as traced; no run here has the untraced twin that measures what "
-            "hiding it buys")
+        return ("sync idle (a share of the window): as traced; what hiding the sync buys: the "
+                "untraced bubble (events)")
+    return ("sync idle (a share of the window): as traced; no run here has the untraced twin "
+            "that measures what hiding it buys")
 
 
 # The profiler's shares, each a number or "within noise" (share_text).
@@ -189,7 +190,7 @@ def md_syncs(a) -> str:
         return "No blocking call inside the steps."
     threads = syncs["tid"].nunique() > 1
     header = [*(["thread"] if threads else []), "call", "where", "calls", "/step",
-              "blocked µs", "median µs", "GPU idle after µs", "in call µs"]
+              "host blocked µs", "median", "GPU idle after µs", "idle in call µs"]
     rows = [[*([row.thread] if threads else []), row.call, sync_where(row), row.calls,
              f"{row.calls_per_step:.2f}", f"{row.blocked_ns / 1e3:.1f}",
              f"{row.blocked_ns_median / 1e3:.1f}", f"{row.gpu_idle_after_ns / 1e3:.1f}",

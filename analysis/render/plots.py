@@ -170,15 +170,15 @@ def draw_gap_histogram(ax, a) -> None:
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel(f"gap length (µs), {len(gaps)} gaps")
     ax.set_ylabel("idle ms per step, in the bin")
-    ax.set_title("where the idle time is: gaps by length, by the time they hold", pad=22,
-                 fontsize=10)
+    ax.set_title("where the idle time is: gaps by length, by the time they hold; % of the idle",
+                 pad=22, fontsize=10)
     legend_above(ax)
 
 
 def _share(share: float) -> str:
-    """A share of the idle time for a legend, as the text says it (one decimal, its
-    denominator named): never "0.0%" for some time."""
-    return ("<0.1%" if 0 < share < 0.0005 else f"{share:.1%}") + " of idle"
+    """A share of the idle time for a legend, as the text says it (one decimal; the panel's
+    title names the denominator): never "0.0%" for some time."""
+    return "<0.1%" if 0 < share < 0.0005 else f"{share:.1%}"
 
 
 def _series(steps, column: str, scale: float) -> np.ndarray:
@@ -292,6 +292,6 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
         draw_host_bars(fig.add_subplot(grid[3 + twin, :]), a)
     if metrics:
         draw_step_metrics(fig.add_subplot(grid[rows - 1, :]), a)
-    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}",
+    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['busy_share_of_window']:.1%}",
                  y=1 - 0.2 / height)
     return fig

@@ -158,7 +158,8 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         *steps_lines(s, steps if steps is not None else pd.DataFrame()),
         f"  step time      {ms_from_ns(s['step_cpu_ns_median'])} median on the host, "
         f"{ms_from_ns(s['period_ns_median'])} period on the GPU",
-        f"  GPU busy       {pct(s['gpu_util'])} of a {ms_from_ns(s['window_ns'])} window "
+        f"  GPU busy       {pct(s['busy_share_of_window'])} of a {ms_from_ns(s['window_ns'])} "
+        "window "
         f"({ms_from_ns(s['busy_ns'])} busy, {ms_from_ns(s['idle_ns'])} idle in {s['gaps']} gaps)",
         f"  bubble         {us_from_ns(s['bubble_ns_median'])} median, "
         f"{us_from_ns(s['bubble_ns_p90'])} p90 between steps",
@@ -166,7 +167,8 @@ def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = 
         + (" (of the idle)" if s["idle_ns"] > 0 else ""),
         f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, LEDGER_WORDS)}"
         + (" (of the idle)" if s["idle_ns"] > 0 else ""),
-        f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
+        f"  sync idle      {pct(s['sync_idle_share_of_window'])} of the window, as traced (not "
+        "what hiding "
         + ("the sync buys: see untraced)" if "untraced" in s
            else "the sync buys: no twin here)"),
         f"  streams        {s['streams']}, {ms_from_ns(s['concurrent_ns'])} with two or more "
@@ -358,7 +360,7 @@ def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
         return ["  syncs          no blocking call inside the steps"]
     calls = int(syncs["calls"].sum())
     lines = [f"  syncs          {calls / steps:.2f} blocking calls a step ({calls}): "
-             f"{ms_from_ns(int(syncs['blocked_ns'].sum()))} blocked, "
+             f"{ms_from_ns(int(syncs['blocked_ns'].sum()))} host blocked, "
              f"{ms_from_ns(int(syncs['gpu_idle_after_ns'].sum()))} GPU idle after"]
     threads = syncs["tid"].nunique() > 1
     for row in syncs.head(SYNC_SITES_SHOWN).itertuples(index=False):
@@ -366,7 +368,7 @@ def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
         thread = f", thread {row.thread}" if threads else ""
         lines += [_fit("    ", sync_where(row) + thread),
                   f"      {row.call} {row.calls_per_step:.2f}/step: "
-                  f"{us_from_ns(row.blocked_ns_median)} blocked (median), "
+                  f"{us_from_ns(row.blocked_ns_median)} host blocked (median), "
                   f"{us_from_ns(row.gpu_idle_after_ns / thread_steps)}/step GPU idle after"]
     if len(syncs) > SYNC_SITES_SHOWN:
         lines.append(f"    and {len(syncs) - SYNC_SITES_SHOWN} more (--format md, or csv "

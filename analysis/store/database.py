@@ -56,6 +56,18 @@ def stored_summary(row: dict) -> dict:
     return renamed_summary(summary)
 
 
+def _restored(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """A child table as the analysis made it: the gaps' cause categorical again, the host
+    steps' pause a boolean."""
+    if name == "gaps" and "cause" in frame.columns:
+        from ..measures.gaps import CAUSES
+
+        frame = frame.assign(cause=pd.Categorical(frame["cause"], categories=CAUSES))
+    if name == "host_steps" and "paused" in frame.columns:
+        frame = frame.assign(paused=frame["paused"].astype(bool))
+    return frame
+
+
 class Database:
     """A results database: made where missing (unless `read_only`), opened where it is."""
 
@@ -118,17 +130,25 @@ class Database:
             f"SELECT * FROM [{name}] WHERE run_id = ? AND device = ? ORDER BY row",
             [run_id, device])), name)
 
-    def analyses(self, where: str | None = None) -> list:
-        """The runs that match `where` as Analyses of kind "stored" (summary, steps and syncs),
-        in the order they were added: what compare reads, and what to_text and to_markdown
-        render."""
+    def analyses(self, where: str | None = None, tables=None) -> list:
+        """The runs that match `where` as Analyses of kind "stored", in the order they were
+        added: the summary, the steps and every table the database keeps (gaps, streams,
+        syncs, host, host_steps, pairs, checks: all but the ops, which stay in the capture);
+        `tables`: only those (compare reads the steps and syncs alone). A table the database
+        lacks (written by an older gapscope, or a run without it) is None."""
+        wanted = db_mod.CHILD_TABLES if tables is None else tables
         out = []
         for row in self.run_rows(where):
             run = Run(Path(row["trace"]), row["label"], json.loads(row["run_json"] or "{}"))
-            syncs = (self.table("syncs", row["run_id"], row["device"])
-                     if self.db["syncs"].exists() else None)
+            parts = {}
+            for name in wanted:
+                if name == "steps" or not self.db[name].exists():
+                    continue
+                found = self.table(name, row["run_id"], row["device"])
+                parts[name] = (_restored(found.drop(columns=["run_id", "device", "row"],
+                                                    errors="ignore"), name)
+                               if len(found.columns) else None)
             out.append(Analysis(row["device"], stored_summary(row),
-                                self.steps(row["run_id"], row["device"]),
-                                syncs=syncs if syncs is not None and len(syncs.columns) else None,
+                                self.steps(row["run_id"], row["device"]), **parts,
                                 kind=STORED, run=run))
         return out

@@ -35,11 +35,14 @@ def reference_block(root: Path) -> str:
         found.append((Path(path).stem, s, kernels))
     static = next(s for name, s, _ in found if "static" in name)
     text = (f"What these say (traced): on an H200 in eager mode the GPU is busy "
-            f"{span([s['gpu_util'] * 100 for _, s, _ in found], '.0f', '%')} of the window; the "
+            f"{span([s['busy_share_of_window'] * 100 for _, s, _ in found], '.0f', '%')} of the "
+            "window; the "
             "gaps are host-bound (Python launching "
             f"{span([k for _, _, k in found], '.0f')} small kernels a step), and the traced sync "
-            f"idle is {pct(static['sync_idle_share'])} of the static one's window "
-            f"(`sync_idle_share` {static['sync_idle_share']:.4f}). The bubble is where the "
+            f"idle is {pct(static['sync_idle_share_of_window'])} of the static one's window "
+            "(`sync_idle_share_of_window` "
+            f"{static['sync_idle_share_of_window']:.4f}). The bubble is "
+            "where the "
             "two-stream trick matters only once launches are cheap (CUDA graphs): the harness "
             "has to show that difference, variant by variant.")
     return "\n".join(lines) + "\n\n" + text

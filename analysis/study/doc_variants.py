@@ -74,7 +74,8 @@ def fused_shows(root: Path) -> str:
             "docs/RESULTS.md).")
     if two is not None:
         ms2 = two.loc["fused", "ms_per_step_median"]
-        text += (f" With `--branches 2` the GPU is busier still ({pct(b2.summary['gpu_util'])} "
+        text += (" With `--branches 2` the GPU is busier still "
+                 f"({pct(b2.summary['busy_share_of_window'])} "
                  f"in its capture) and the step slower untraced ({fmt_ms(ms2)} ms/step in a "
                  f"process of its own, {BETWEEN_PROCESSES}: "
                  + between(ms2 / fused, g, pct(ms2 / fused - 1, sign=True))
