@@ -43,16 +43,15 @@ def _kind(mode: int) -> str:
     return "no regular file"
 
 
-def check_input(path) -> None:
+def check_input(path, what: str = "a capture: pass a trace file or a run directory") -> None:
     """A path an input is read from: a regular file or a folder (symbolic links followed), else
-    one line; a missing path is left to the reader (it says so itself)."""
+    one line (`what` it should be); a missing path is left to the reader (it says so itself)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise TraceError(f"{path}: {_kind(mode)}, not a capture: pass a trace file or a run "
-                         "directory")
+        raise TraceError(f"{path}: {_kind(mode)}, not {what}")
 
 
 def input_files(path) -> list:

@@ -203,3 +203,27 @@ def test_the_library_refuses_the_same_outputs_with_trace_error(runs):
     conn = sqlite3.connect(runs / "good.sqlite")
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'runs'").fetchone() == (0,)
     conn.close()
+
+
+def test_a_report_md_of_someone_else_is_replaced_with_force_and_its_figures_kept(tmp_path):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "report.md").write_text("# my notes\n![mine](mine.png)\n")
+    (out / "mine.png").write_bytes(b"png")
+    refused(run("report", RUNS / "fused", "-o", out), "holds an earlier report")
+    assert (out / "report.md").read_text().startswith("# my notes")
+    assert run("report", RUNS / "fused", "-o", out, "--force").exit_code == 0
+    assert (out / "mine.png").read_bytes() == b"png"
+
+
+def test_study_replaces_an_earlier_results_md_only_with_force(tmp_path):
+    study, out = tmp_path / "study", tmp_path / "out"
+    study.mkdir()
+    out.mkdir()
+    (out / "RESULTS.md").write_text("mine\n")
+    refused(run("study", study, "-o", out), f"-o {out / 'RESULTS.md'}: exists; --force replaces it")
+    assert (out / "RESULTS.md").read_text() == "mine\n"
+    fifo = tmp_path / "notes.md"
+    os.mkfifo(fifo)
+    refused(run("study", study, "-o", tmp_path / "new", "--notes", fifo),
+            f"{fifo}: a FIFO, not a Markdown file of notes")

@@ -45,7 +45,10 @@ def earlier_files(out: Path) -> list | None:
         return None
     text = report.read_text(errors="replace")
     found = MANIFEST.search(text)
-    names = found.group(1).split() if found else FIGURE_LINK.findall(text)
+    # A report.md gapscope did not write: itself only (replaced with --force), never the
+    # files it links to.
+    ours = text.startswith("# gapscope report")
+    names = found.group(1).split() if found else FIGURE_LINK.findall(text) if ours else []
     own = [REPORT, SUMMARY, *names]
     return [out / n for n in dict.fromkeys(own)
             if ".." not in Path(n).parts and not Path(n).is_absolute()]

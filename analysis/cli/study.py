@@ -61,7 +61,7 @@ def study(study, out, notes, db_path, part, force):
     files = input_files([str(study)])
     with said():
         if notes is not None:
-            check_input(notes)
+            check_input(notes, "a Markdown file of notes")
         if out.exists() and not out.is_dir():
             raise GapscopeError(f"-o {out}: not a folder; name a folder for RESULTS.md")
         if out.is_dir():
