@@ -6,6 +6,7 @@
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -199,8 +200,11 @@ def cmd_variants(args) -> int:
     import ast
 
     doc = ast.get_docstring(ast.parse(Path(__file__).with_name("variants.py").read_text()))
-    print("\n".join(line.strip() for line in doc.splitlines()
-                    if line.strip().split(" ")[0] in VARIANT_NAMES))
+    try:
+        print("\n".join(line.strip() for line in doc.splitlines()
+                        if line.strip().split(" ")[0] in VARIANT_NAMES), flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
