@@ -1,7 +1,7 @@
 # gapscope: harness -> scripts -> traces -> analysis.
 # `make demo` and `make test` set everything up on a fresh machine (a venv in .venv/).
 # On the GPU machine, where nothing can be installed, pass NO_VENV=1 to run from the source tree
-# with the machine's own python3 (see ../shared/device/README.md).
+# with the machine's own python3 (docs/PROFILING.md, "On a machine where nothing can be installed").
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -78,7 +78,7 @@ $(VENV)/.harness: $(VENV)/bin/python pyproject.toml
 # The main job on an embedded default: with no GPU, compare the bundled real H200 captures.
 demo: $(ANALYSIS_DEPS)
 	@$(PY) -m analysis.cli compare $(DEMO_TRACES)
-	@$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo --perfetto out/demo/timeline.json
+	@$(PY) -m analysis.cli report $(DEMO_TRACES) -o out/demo --perfetto out/demo/timeline.json --force
 
 # Two workers, a test file each at a time (a file's fixtures set up once): the tests are one
 # core's work each (torch on one thread, tests/conftest.py). Without pytest-xdist (NO_VENV on a

@@ -26,16 +26,18 @@ from .measures import analysis as measured
 from .measures.floor import floor_summary
 from .measures.host_untraced import with_host_untraced
 from .measures.infer_loop import is_loop
+from .measures.names import COLUMNS, Summary, table
+from .measures.plain import plain
 from .measures.steps import DEFAULT_CHECK_PATTERN, DEFAULT_STEP_PATTERN
 from .measures.summary import Options, analyze_metrics
 from .measures.summary import analyze as run_analysis
 from .measures.untraced import with_untraced
+from .outputs import PERFETTO_FORMATS, PLOT_FORMATS, check_output, input_files, write_atomic
 from .readers import load_trace
 from .readers.gpu_metrics import with_gpu_name
 from .readers.runs import Run, resolve_run, unique_labels
 from .readers.untraced import read_untraced_steps
 from .render.comparison import Comparison, comparison
-from .render.report import plain
 
 # Database: module __getattr__ below (sqlite-utils is imported when it is asked for).
 __all__ = ["Analysis", "Comparison", "Database", "TraceError", "analyze_trace", "compare",  # noqa: F822
@@ -53,29 +55,33 @@ class Analysis(measured.Analysis):
 
     Tables (DataFrames, times in ns; METRICS.md defines every column):
 
-    steps    step, name, cpu_start, cpu_end, cpu_ns, thread, ops, op_records, gpu_start,
-             gpu_end, busy_ns, span_ns, intra_idle_ns, bubble_ns, overlap_ns, period_ns,
-             idle_wait_ns, idle_host_ns, idle_launch_ns, idle_cause_sync_ns,
-             idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
+    steps    step, name, cpu_start_ns, cpu_end_ns, cpu_ns, thread, ops, op_records,
+             gpu_start_ns, gpu_end_ns, busy_ns, span_ns, intra_idle_ns, bubble_ns, overlap_ns,
+             period_ns, idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns,
+             idle_cause_sync_ns, idle_cause_host_ns, idle_cause_queued_ns, idle_cause_unknown_ns
     gaps     step, start_ns, end_ns, gap_ns, next_stream, next_corr, launch_start_ns, tid,
-             wait_ns, launch_ns, host_ns, cause, next_op
+             idle_blocked_ns, idle_pre_launch_ns, idle_in_launch_ns, thread, cause, next_op
     streams  stream, ops, busy_ns
     syncs    tid, thread, call, file, line, function, calls, calls_per_step, blocked_ns,
              blocked_ns_median, gpu_idle_after_ns, gpu_idle_in_call_ns
     pairs    stream_a, stream_b, concurrent_ns
     checks   start_ns, end_ns, busy_ns, cover
-    ops      start, end, device, stream, corr, name_id, kind, call_start, call_end, tid, step
+    ops      start_ns, end_ns, device, stream, corr, kind, name, name_id, call_start_ns,
+             call_end_ns, tid, thread, step
     host     step_row, step, thread, name, kind, calls, python_ns, cuda_ns, sync_ns, ns,
              forward_ns
-    host_steps  step_row, step, thread, tid, host_start, host_end, paused, host_period_ns,
+    host_steps  step_row, step, thread, tid, host_start_ns, host_end_ns, paused, host_period_ns,
              python_ns, cuda_ns, sync_ns, forward_ns, forward_python_ns, named_ns, busy_ns
 
     host is the host table (METRICS.md, "Host time"): one row a step and the named code that
     spent its host time, host_steps one row a step. With an untraced twin, steps also has
     untraced_* columns; with GPU metrics, the per-step metrics (sm_active_pct, dram_read_pct
     ...); where the capture marks the tokens each step added (speculative decoding), tokens
-    after thread. ops' kind and name_id are codes: named_ops() and kernels() give the names as text;
-    step is the step number (-1: no step's).
+    after thread. Times: a column ending start_ns or end_ns is a time on the capture's clock, any
+    other _ns a duration. A thread is its label (`thread`, as the steps name it), the raw
+    globalTid beside it (`tid`) where kept; an op's `kind` and `name` are words (name_id the
+    raw string id). `step` is the step number (METRICS.md, "Step numbers"); an op or gap
+    outside every step has -1. Old column names (CHANGELOG.md) read with a FutureWarning.
     """
 
     def _needs(self, part: str, what: str):
@@ -89,30 +95,30 @@ class Analysis(measured.Analysis):
         return str(self.run.trace_path) if self.run is not None else "its trace"
 
     def named_ops(self) -> pd.DataFrame:
-        """ops with `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`) and `kind` as
-        words (kernel, memcpy, memset, graph)."""
-        from .measures.one_step import named
-
-        return named(self._needs("ops", "named_ops"), self._needs("trace", "named_ops").strings)
+        """ops, which carry their `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`)
+        and `kind` as words (kernel, memcpy, memset, graph): the same as `.ops`."""
+        return self._needs("ops", "named_ops")
 
     def kernels(self) -> pd.DataFrame:
         """The steps' GPU ops by name, the longest in all first: name, ops, time_ns,
         ops_per_step, time_ns_per_step, share (of the steps' ops' GPU time)."""
         from .measures.kernels import name_table
 
-        self._needs("ops", "kernels")
-        ops = self.named_ops()
+        ops = self._needs("ops", "kernels")
         ops = ops[ops["step"].to_numpy() >= 0]
         return name_table(ops, ops["name"], len(self.steps))
 
-    def step(self, number: int, thread: str | None = None):
-        """One step: `.row` (its row of steps), `.ops` (named), `.gaps` (those in its period);
-        its repr says it in a line. `thread`: where several threads number their steps alike."""
-        from .measures.one_step import one_step
+    def step(self, number, thread: str | None = None):
+        """One step by its number (`a.step(40)`; "40" too): `.row` (its row of steps), `.ops`
+        (empty for a stored Analysis: the capture keeps them), `.gaps` (those in its period);
+        its repr says it in a line. `thread`: where several threads number their steps alike.
+        A number the steps have not: TraceError, saying which they have."""
+        from .measures.one_step import one_step, step_number
 
-        trace = self._needs("trace", "step")
-        return one_step(self.steps, self._needs("ops", "step"), self._needs("gaps", "step"),
-                        trace.strings, trace.thread_names, number, thread)
+        ops = self.ops if self.ops is not None else pd.DataFrame(
+            {c: pd.Series(dtype=object) for c in ("step", "thread")})
+        return one_step(self.steps, ops, self._needs("gaps", "step"), step_number(number),
+                        thread)
 
     def _renderable(self, what: str) -> None:
         """A stored run from a database written before it kept summaries whole has its
@@ -136,38 +142,59 @@ class Analysis(measured.Analysis):
         self._renderable("to_markdown")
         return to_markdown(self.label or "run", [self])
 
-    def plot(self, path=None):
+    def _inputs(self) -> list:
+        """The files this analysis was read from: an output never lands on one."""
+        if self.run is None:
+            return []
+        home = self.run.trace_path.parent
+        return [self.run.trace_path, *input_files(home)] if (home / "run.json").is_file() \
+            else [self.run.trace_path]
+
+    def plot(self, path=None, overwrite: bool = False):
         """The figure `gapscope analyze --plot` draws (a timeline of three steps, a zoom on one
         step boundary, per-step bars, where the idle time is by gap length, the traced steps
-        beside the untraced twin): a matplotlib Figure, also saved as a PNG where `path` is
-        given."""
+        beside the untraced twin): a matplotlib Figure, also saved where `path` is given (.png,
+        .svg or .pdf; an existing file only with `overwrite=True`, never an input)."""
         from .render.plots import DPI, analysis_figure
 
-        if self.kind == measured.STORED:
-            raise TraceError(f"plot: a stored Analysis keeps its summary and steps only; "
-                             f"analysis.load its capture ({self._where()})")
+        if path is not None:
+            check_output(path, "plot(path)", self._inputs(), replace=overwrite,
+                         replace_how="overwrite=True", formats=PLOT_FORMATS)
+        if self.kind == measured.STORED and self.ops is None:
+            raise TraceError(f"plot: a stored Analysis keeps no ops to draw; analysis.load its "
+                             f"capture ({self._where()})")
         untraced = self.run.untraced_ms_per_step() if self.run is not None else None
         fig = analysis_figure(self, self.label or "run", untraced)
         if path is not None:
-            fig.savefig(path, dpi=DPI)
+            write_atomic(path, lambda p: fig.savefig(p, dpi=DPI))
         return fig
 
-    def to_perfetto(self, path) -> Path:
+    def to_perfetto(self, path, overwrite: bool = False) -> Path:
         """The analysed timeline (ops by stream, steps, every gap by cause, blocking calls) as
-        a Chrome trace at `path`, for ui.perfetto.dev or chrome://tracing; the path."""
+        a Chrome trace at `path` (.json, or .json.gz compressed), for ui.perfetto.dev or
+        chrome://tracing; the path. An existing file only with `overwrite=True`, never an
+        input."""
         from .render.perfetto import write_chrome_trace
 
+        check_output(path, "to_perfetto(path)", self._inputs(), replace=overwrite,
+                     replace_how="overwrite=True", formats=PERFETTO_FORMATS)
         trace = self._needs("trace", "to_perfetto")
         self._needs("gaps", "to_perfetto")
-        write_chrome_trace(path, [(self.label or "run", [self], trace.strings, trace.blocking)])
-        return Path(path)
+        runs = [(self.label or "run", [self], trace.strings, trace.blocking)]
+        return write_atomic(path, lambda p: write_chrome_trace(p, runs))
 
 
 def face(a: measured.Analysis) -> Analysis:
-    """The Analysis with its verbs, of any the library made."""
-    if isinstance(a, Analysis):
+    """The Analysis with its verbs, of any the library made: its tables Tables and its summary
+    a Summary, which read a renamed column or key under its old name too, with a FutureWarning
+    (measures/names.py; CHANGELOG.md)."""
+    if isinstance(a, Analysis) and isinstance(a.summary, Summary):
         return a
-    return Analysis(**{f.name: getattr(a, f.name) for f in dataclasses.fields(a)})
+    parts = {f.name: getattr(a, f.name) for f in dataclasses.fields(a)}
+    for name in COLUMNS:
+        parts[name] = table(parts[name], name)
+    parts["summary"] = Summary(parts["summary"])
+    return Analysis(**parts)
 
 
 _DATABASE = []
@@ -182,10 +209,10 @@ def _database_class():
         class Database(stored.Database):
             __doc__ = stored.Database.__doc__
 
-            def analyses(self, where: str | None = None) -> list:
-                """The stored runs as Analyses of kind "stored" (summary and steps), for
-                compare."""
-                return [face(a) for a in super().analyses(where)]
+            def analyses(self, where: str | None = None, tables=None) -> list:
+                """The stored runs as Analyses of kind "stored": every table but the ops (the
+                capture keeps those); `tables`: only those."""
+                return [face(a) for a in super().analyses(where, tables)]
 
         Database.__module__ = __name__
         _DATABASE.append(Database)

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import api
 from .errors import TraceError
 from .measures.summary import Options
+from .outputs import check_input
 from .readers.runs import KINETO_NAMES, TRACE_NAME, TRACE_NAMES, is_run_dir, trace_stem
 
 # From this many runs on, progress is shown even when they were named one by one.
@@ -68,6 +69,7 @@ def expand(args) -> tuple:
     out, swept = [], {}
     for arg in args:
         path = Path(arg)
+        check_input(path)
         if not is_sweep(path):
             out.append(str(arg))
             continue
@@ -81,18 +83,6 @@ def expand(args) -> tuple:
                            else (p.parent.relative_to(path) / trace_stem(p)).as_posix())
                   for p in found}
     return out, swept
-
-
-def sweep_labels(args: list, labels: list, swept: dict) -> list:
-    """A swept run is named by its path under the sweep (which says what varied), with the
-    variant in front unless the path already names it."""
-    out = []
-    for arg, label in zip(args, labels, strict=True):
-        where = swept.get(arg)
-        variant = label.split(" (")[0]
-        out.append(label if where is None else where if variant in where
-                   else f"{variant} {where}")
-    return out
 
 
 def run_dirs(root: Path) -> list:

@@ -6,6 +6,7 @@
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -117,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         sys.stderr.write(f"gapscope: error: {e}\n")
         return 2
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in HARNESS_PACKAGES:
+            raise
+        sys.stderr.write(f"gapscope: error: python -m harness {args.command} needs {e.name}, "
+                         "which is not installed: pip install 'gapscope[harness]' (or `make "
+                         "install` in the source tree)\n")
+        return 2
 
 
 def cmd_run(args) -> int:
@@ -187,10 +195,21 @@ def _write_json(path: Path, doc: dict, option: str) -> None:
 
 
 def cmd_variants(args) -> int:
-    from .variants import variant_lines
+    """The variants, one line each: read from harness/variants.py's docstring without importing
+    it (no torch needed to list them)."""
+    import ast
 
-    print("\n".join(variant_lines()))
+    doc = ast.get_docstring(ast.parse(Path(__file__).with_name("variants.py").read_text()))
+    try:
+        print("\n".join(line.strip() for line in doc.splitlines()
+                        if line.strip().split(" ")[0] in VARIANT_NAMES), flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+# What the harness' commands import that `pip install gapscope` (the analysis alone) lacks.
+HARNESS_PACKAGES = ("torch", "transformers", "nvtx", "triton", "numpy")
 
 
 COMMANDS = {"run": cmd_run, "bench": cmd_bench, "variants": cmd_variants}

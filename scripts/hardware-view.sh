@@ -58,8 +58,9 @@ aa() {  # VARIANT: bench --processes 5 of it alone at batch 8
 
 results() {  # DIR/results.md and DIR/hardware-view.png from the runs so far: gapscope compare
   compgen -G "$dir/runs/*/capture.sqlite" >/dev/null || { note "hardware-view: no runs yet"; return 0; }
-  "$PY" -m analysis.cli compare "$dir/runs" --format md --hardware-plot "$dir/hardware-view.png" \
-    >"$dir/results.md"
+  # --force: each stage draws the figure again over the last stage's.
+  "$PY" -m analysis.cli compare "$dir/runs" --format md --force \
+    --hardware-plot "$dir/hardware-view.png" >"$dir/results.md"
   cat "$dir/results.md"
 }
 

@@ -85,7 +85,7 @@ def lines(hta: dict, hta_exact: dict, analyses: list, delay_us: float) -> list:
             for c in cause))
         ledger = s["idle_ledger"]
         out.append("  ledger     " + "  ".join(
-            f"{k.removesuffix('_ns')} {v / 1e3:.1f} us" for k, v in ledger.items()))
+            f"{k} {v / 1e3:.1f} us" for k, v in ledger.items()))
         rules = hta_rules(a.gaps, delay_us * 1e3)
         out.append("  HTA rules  " + "  ".join(
             f"{c} {rules[c] / 1e3:.1f} us" for c in HTA_CATEGORIES))

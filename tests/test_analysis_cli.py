@@ -76,12 +76,13 @@ def test_analyze_csv_and_markdown_give_one_row_a_step():
     assert golden.row(md, "bubble median") == [282.9]
 
 
-def test_analyze_run_dir_labels_by_variant_and_plots(tmp_path):
-    shutil.copy(STATIC, tmp_path / "capture.sqlite")
-    (tmp_path / "run.json").write_text(json.dumps({"config": {"variant": "static"}}))
-    result = run("analyze", tmp_path, "--plot", tmp_path / "p.png")
+def test_analyze_run_dir_labels_by_its_name_and_plots(tmp_path):
+    (tmp_path / "mine").mkdir()
+    shutil.copy(STATIC, tmp_path / "mine" / "capture.sqlite")
+    (tmp_path / "mine" / "run.json").write_text(json.dumps({"config": {"variant": "static"}}))
+    result = run("analyze", tmp_path / "mine", "--plot", tmp_path / "p.png")
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("static: device 0")
+    assert result.output.startswith("mine: device 0")
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -98,7 +99,8 @@ def test_compare_marks_noise_and_shows_profiler_overhead(tmp_path):
     assert result.exit_code == 0, result.output
     rows = {line[:29].strip(): line[29:].split("  ") for line in result.output.splitlines()}
     assert "8.577 [8.365, 8.797]" in result.output
-    assert result.output.split()[:4] == ["a", "(a)", "#1", "b"]
+    # The same run given twice: its label, then `#2` (readers.runs.unique_labels).
+    assert result.output.split()[:3] == ["a", "b", "a"] and "a #2" in result.output
     assert rows["profiler overhead"][0].strip() == "45.8%"
     period = [c.strip() for c in rows["GPU period ms/step [95% CI]"] if c.strip()]
     assert period[1].endswith(" *") and period[2].endswith(" ~")
@@ -271,13 +273,20 @@ def test_bad_paths_and_patterns_give_one_line_and_exit_2(tmp_path):
         assert "Traceback" not in result.stderr
 
 
-def test_a_run_is_labelled_by_its_variant_and_compile_mode(data_dir):
+def test_a_run_is_labelled_by_its_own_name_and_its_variant_is_the_configuration(data_dir,
+                                                                             tmp_path):
     from analysis.readers.runs import resolve_run
 
     runs = data_dir / "runs"
-    assert resolve_run(str(runs / "pipelined-compile")).label == "pipelined+compile"
+    assert resolve_run(str(runs / "pipelined-compile")).label == "pipelined-compile"
+    assert resolve_run(str(runs / "pipelined-compile")).variant == "pipelined+compile"
     assert resolve_run(str(runs / "compiled")).label == "compiled"
     assert resolve_run(str(runs / "static" / "capture.sqlite")).label == "static"
+    assert resolve_run(str(runs / "fused-metrics")).label == "fused-metrics"
+    # profile.sh's and gapscope profile's UTC time before the name is no part of the label.
+    made = tmp_path / "20261130T171200Z-pipelined"
+    shutil.copytree(runs / "pipelined", made)
+    assert resolve_run(str(made)).label == "pipelined"
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["report", "tests/data/runs/static"],
@@ -305,7 +314,7 @@ def test_compare_gives_idle_per_step_so_runs_of_other_lengths_compare():
     text = run("compare", STATIC, f"{STATIC}:^Step (3\\d)$").output
     # 3578243 ns of sync idle over 20 steps is 0.179 ms a step.
     row = next(line for line in text.splitlines() if line.startswith("idle sync ms/step"))
-    assert row.split()[3] == "0.179"
+    assert row.split()[4] == "0.179"
 
 
 def test_the_report_says_the_sync_note_once_and_keeps_its_tables_in_100_columns(tmp_path):
@@ -314,9 +323,10 @@ def test_the_report_says_the_sync_note_once_and_keeps_its_tables_in_100_columns(
                  runs / "fused", "-o", tmp_path / "out")
     assert result.exit_code == 0, result.output
     md = (tmp_path / "out" / "report.md").read_text()
-    assert md.count("sync idle share: as traced") == 1
-    assert "sync idle share: as traced; no run here has the untraced twin" in md
+    assert md.count("sync idle (a share of the window): as traced") == 1
+    assert "sync idle (a share of the window): as traced; no run here has the untraced twin" \
+        in md
     assert max(len(line) for line in md.splitlines() if line.startswith("|")) <= 100
-    assert [6.547, 6.559] in golden.starts(md, "idle host ms/step", 2)
+    assert [6.547, 6.559] in golden.starts(md, "idle host ms/step (mean)", 2)
     assert "| step | ops | host | period | busy | bubble | overlap | blocked | pre-launch | " \
         "in launch |" in md

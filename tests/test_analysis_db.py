@@ -68,7 +68,7 @@ def test_adding_a_run_again_replaces_it_from_any_path(two_runs_db, tmp_path):
     assert run("db", "add", two_runs_db, RUNS / "static", copy).exit_code == 0
     assert counts(two_runs_db, "run_id") == before
     assert query(two_runs_db, "SELECT count(*) FROM runs") == [(2,)]
-    assert query(two_runs_db, "SELECT trace FROM runs WHERE label LIKE 'static%'") == [
+    assert query(two_runs_db, "SELECT trace FROM runs WHERE label = 'elsewhere'") == [
         (str((copy / "capture.sqlite").resolve()),)]
 
 
@@ -80,7 +80,7 @@ def test_a_key_new_in_a_later_run_becomes_a_column(two_runs_db, tmp_path):
     (later / "run.json").write_text(json.dumps(info))
     assert run("analyze", later, "--db", two_runs_db).exit_code == 0
     assert query(two_runs_db, "SELECT label, config_kv_layout FROM runs ORDER BY rowid") == [
-        ("static", None), ("graphed", None), ("fused", "paged")]
+        ("static", None), ("graphed", None), ("later", "paged")]
 
 
 def test_compare_from_the_database_matches_compare_of_the_traces(two_runs_db):
@@ -175,8 +175,8 @@ def test_the_twin_survives_the_database_and_does_not_hide_the_bench(tmp_path):
     assert query(db, "SELECT label, untraced_ms_per_step_median, twin_period_ns_median, "
                      "twin_steps FROM runs ORDER BY label") == [
         ("graphed", 1.30913244, None, None),
-        ("graphed-sync", 1.1847914833333335, 1188657.5, 30),
-        ("static", 9.43438764, 10136596.5, 30)]
+        ("graphed-sync-graphlevel", 1.1847914833333335, 1188657.5, 30),
+        ("static-kineto", 9.43438764, 10136596.5, 30)]
     # compare from the database shows the twin's rows as compare of the traces does.
     assert run("compare", "--db", db).stdout == run("compare", *runs).stdout
 
@@ -184,12 +184,25 @@ def test_the_twin_survives_the_database_and_does_not_hide_the_bench(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--plot", "{tmp}/no/such/x.png"], "--plot {tmp}/no/such/x.png: no folder {tmp}/no/such to "
                                         "write it in"),
-    (["--db", "{tmp}/notes.txt"], "--db {tmp}/notes.txt: not a SQLite file (a results database "
-                                  "is one: name a new file, or one `--db` wrote)"),
+    (["--db", "{tmp}/notes.db"], "--db {tmp}/notes.db: not a SQLite file (a results database "
+                                 "is one: name a new file, or one gapscope wrote)"),
+    (["--db", "{tmp}/notes.txt"], "--db {tmp}/notes.txt: the extension names no format it "
+                                  "writes; end the name in .db, .sqlite, .sqlite3"),
+    # Another capture (an nsys export, not the one analysed): never written into.
+    (["--db", "{tmp}/other.sqlite"], "--db {tmp}/other.sqlite: a SQLite file but no gapscope "
+                                     "results database (no runs table; an nsys export?): name "
+                                     "a new file"),
+    (["--db", str(RUNS / "graphed" / "capture.sqlite")],
+     f"--db {RUNS / 'graphed' / 'capture.sqlite'}: a run directory's own file; name another "
+     "file"),
 ])
 def test_a_bad_output_is_one_line_before_any_analysis(tmp_path, args, message):
-    (tmp_path / "notes.txt").write_text("mine\n")
+    for name in ("notes.txt", "notes.db"):
+        (tmp_path / name).write_text("mine\n")
+    shutil.copy(RUNS / "graphed" / "capture.sqlite", tmp_path / "other.sqlite")
+    before = (tmp_path / "other.sqlite").read_bytes()
     result = run("analyze", RUNS / "static", *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 2
     assert result.output == f"gapscope: error: {message.format(tmp=tmp_path)}\n"
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    assert (tmp_path / "other.sqlite").read_bytes() == before

@@ -45,8 +45,8 @@ def test_the_notebook_example_runs_and_gives_the_traces_numbers(monkeypatch):
     one, row = seen["one"], a.steps.set_index("step").loc[40]
     assert (one.row["period_ns"], len(one.ops)) == (row["period_ns"], row["op_records"]) \
         == (8552828, 392)
-    assert one.gaps["gap_ns"].sum() == row[["idle_wait_ns", "idle_host_ns",
-                                            "idle_launch_ns"]].sum()
+    assert one.gaps["gap_ns"].sum() == row[["idle_blocked_ns", "idle_pre_launch_ns",
+                                            "idle_in_launch_ns"]].sum()
     assert repr(one) == ("Step 40 (thread python3): GPU period 8.553 ms, busy 1.192 ms, bubble "
                          "177.9 µs; 392 op records; 392 gaps: sync 0.178, host 6.925, queued "
                          "0.257 ms")

@@ -85,7 +85,7 @@ def test_fresh_capture_projection_equals_nsys_with_graph_launches(capture):
         f"nsys ranges {nsys['Name'].tolist()[:12]}, ours {a.steps['step'].tolist()[:12]}, "
         f"csv rows {pd.read_csv(capture / 'proj_nvtx_gpu_proj_trace.csv')['Name'].tolist()[:6]}")
     assert (merged["ops"] == merged["NumGPUOps"]).all()
-    assert (merged["gpu_start"] == merged["Projected Start (ns)"]).all()
+    assert (merged["gpu_start_ns"] == merged["Projected Start (ns)"]).all()
     assert (merged["span_ns"] == merged["Projected Duration (ns)"]).all()
     graphed = merged[merged["step"] % 2 == 1]
     # A graph replay is one launch call for several kernels.

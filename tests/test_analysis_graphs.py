@@ -49,9 +49,9 @@ def test_a_graph_only_capture_loads_and_its_graphs_are_the_ops(tmp_path):
     assert list(a.gaps["cause"]) == ["sync", "host"]
     # 35-50: the host was in the sync until 38 (wait 3), busy until the launch at 42 (host 4),
     # launch 42-50; 80-100: host until the launch at 92, then 8 of launch.
-    assert list(a.gaps["wait_ns"]) == [3, 0]
-    assert list(a.gaps["host_ns"]) == [4, 12]
-    assert list(a.gaps["launch_ns"]) == [8, 8]
+    assert list(a.gaps["idle_blocked_ns"]) == [3, 0]
+    assert list(a.gaps["idle_pre_launch_ns"]) == [4, 12]
+    assert list(a.gaps["idle_in_launch_ns"]) == [8, 8]
     assert list(a.gaps["next_op"]) == ["[graph]", "[graph]"]
     assert list(a.steps["ops"]) == [1, 1, 1] and list(a.steps["op_records"]) == [1, 1, 1]
     assert list(a.steps["busy_ns"]) == [25, 30, 20]
@@ -59,7 +59,7 @@ def test_a_graph_only_capture_loads_and_its_graphs_are_the_ops(tmp_path):
     assert a.steps["bubble_ns"].isna()[0] and list(a.steps["bubble_ns"][1:]) == [15, 20]
     assert s["bubble_ns_median"] == 17.5
     assert s["idle_ns_by_cause"] == {"sync": 15, "host": 20, "queued": 0, "unknown": 0}
-    assert s["sync_idle_share"] == 15 / 110
+    assert s["sync_idle_share_of_window"] == 15 / 110
     assert (s["cuda_graph_trace"], s["graph_executions"], s["graph_execs"],
             s["graph_node_ops"]) == ("graph", 3, 1, 0)
 
@@ -137,7 +137,7 @@ def test_graphs_on_two_streams_overlap_like_kernels(tmp_path):
     assert list(a.steps["overlap_ns"][1:]) == [5, 0]
     assert list(a.steps["bubble_ns"][1:]) == [0, 20]
     assert list(a.steps["period_ns"]) == [40, 20, 40]
-    assert list(a.gaps["cause"]) == ["host"] and list(a.gaps["launch_ns"]) == [9]
+    assert list(a.gaps["cause"]) == ["host"] and list(a.gaps["idle_in_launch_ns"]) == [9]
     assert (s["graph_executions"], s["graph_execs"]) == (3, 2)
 
 
@@ -150,7 +150,7 @@ def test_a_real_graph_level_capture_reads_its_graph_executions():
     assert s["steps"] == 10
     assert (s["cuda_graph_trace"], s["graph_executions"], s["graph_node_ops"]) == ("graph", 10, 0)
     step_ops = a.ops[a.ops["step"] >= 0]
-    assert (step_ops[step_ops["kind"] == GRAPH].groupby("step").size() == 1).all()
+    assert (step_ops[step_ops["kind"] == "graph"].groupby("step").size() == 1).all()
     assert list(a.steps["ops"]) == [2] * 10
     # The graphs cover 96.8% of the window (the bug this fixes read "GPU busy 0.1%").
     assert (s["window_ns"], s["busy_ns"], s["gaps"]) == (11820050, 11447603, 19)

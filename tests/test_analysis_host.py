@@ -41,8 +41,8 @@ def test_each_step_host_period_is_split_by_the_innermost_named_code(tmp_path):
     steps = a.host_steps
     # Step 1 runs to step 2's start; step 2 is cut at its end (the pause after it is longer
     # than the median period); step 3 is the last.
-    assert list(steps["host_start"]) == [10, 110, 400]
-    assert list(steps["host_end"]) == [110, 160, 450]
+    assert list(steps["host_start_ns"]) == [10, 110, 400]
+    assert list(steps["host_end_ns"]) == [110, 160, 450]
     assert list(steps["paused"]) == [False, True, True]
     # (python, cuda, sync): the forward's launches and its capture check are CUDA calls; the
     # per-launch lookup (cuKernelGetName) is not read; the sync is split at the loop's end.

@@ -68,11 +68,11 @@ def test_an_eager_loop_gets_a_step_per_repeat_after_its_sync(tmp_path):
     assert list(s["step"]) == [1, 2, 3, 4, 5]
     assert list(s["name"]) == [f"Step {k} (inferred)" for k in range(1, 6)]
     # From each step's first launch (embed) to the next one's; the last to the post launch.
-    assert list(s["cpu_start"]) == [1000, 1200, 1400, 1600, 1800]
-    assert list(s["cpu_end"]) == [1200, 1400, 1600, 1800, 2000]
+    assert list(s["cpu_start_ns"]) == [1000, 1200, 1400, 1600, 1800]
+    assert list(s["cpu_end_ns"]) == [1200, 1400, 1600, 1800, 2000]
     assert list(s["ops"]) == [8] * 5
-    assert list(s["gpu_start"]) == [1005, 1205, 1405, 1605, 1805]
-    assert list(s["gpu_end"]) == [1078, 1278, 1478, 1678, 1878]
+    assert list(s["gpu_start_ns"]) == [1005, 1205, 1405, 1605, 1805]
+    assert list(s["gpu_end_ns"]) == [1078, 1278, 1478, 1678, 1878]
     # The first period runs from the window's start; then the cadence, 200 ns.
     assert list(s["period_ns"]) == [73, 200, 200, 200, 200]
     assert list(s["bubble_ns"].fillna(-1)) == [-1, 127, 127, 127, 127]
@@ -91,7 +91,7 @@ def test_a_capture_with_no_nvtx_table_at_all_gets_the_same_inferred_steps(tmp_pa
     (a,) = analyze(load_trace(path))
     (b,) = analyse(tmp_path, eager_loop())
     assert a.steps.equals(b.steps) and a.summary == b.summary
-    assert list(a.steps["cpu_start"]) == [1000, 1200, 1400, 1600, 1800]
+    assert list(a.steps["cpu_start_ns"]) == [1000, 1200, 1400, 1600, 1800]
 
 
 def test_steps_infer_sets_the_step_ranges_aside(tmp_path):
@@ -101,7 +101,7 @@ def test_steps_infer_sets_the_step_ranges_aside(tmp_path):
     assert (len(nvtx.steps), nvtx.summary["steps_from"]) == (1, "nvtx")
     assert nvtx.summary["steps_inferred_by"] is None
     (a,) = analyse(tmp_path, t, name="u.sqlite", step_pattern=INFER)
-    assert list(a.steps["cpu_start"]) == [1000, 1200, 1400, 1600, 1800]
+    assert list(a.steps["cpu_start_ns"]) == [1000, 1200, 1400, 1600, 1800]
     assert a.summary["steps_from"] == "inferred"
 
 
@@ -124,8 +124,8 @@ def test_without_a_sync_the_steps_start_after_the_largest_recurring_host_gap(tmp
     for k in range(4):
         launch_step(t, STEP, 1000 + 200 * k, sync=False)
     (a,) = analyse(tmp_path, t)
-    assert list(a.steps["cpu_start"]) == [1000, 1200, 1400, 1600]
-    assert list(a.steps["cpu_end"]) == [1200, 1400, 1600, 1672]
+    assert list(a.steps["cpu_start_ns"]) == [1000, 1200, 1400, 1600]
+    assert list(a.steps["cpu_end_ns"]) == [1200, 1400, 1600, 1672]
     assert a.summary["steps_inferred_by"] == (
         "repeating sequence of 8 launches (100% the same), phase at the largest host gap")
 
@@ -162,11 +162,11 @@ def test_a_graph_replay_loop_gets_a_step_per_graph_launch(tmp_path, node_level, 
     (a,) = analyse(tmp_path, graph_loop(node_level=node_level))
     s = a.steps
     # From each launch of the decode graph to the next; the last as long as the median step.
-    assert list(s["cpu_start"]) == [1010, 1110, 1210, 1310]
-    assert list(s["cpu_end"]) == [1110, 1210, 1310, 1332]
+    assert list(s["cpu_start_ns"]) == [1010, 1110, 1210, 1310]
+    assert list(s["cpu_end_ns"]) == [1110, 1210, 1310, 1332]
     # The next step's input copy is launched in this step (the last has none to launch).
     assert list(s["ops"]) == [4, 4, 4, 3]
-    assert list(s["gpu_end"]) == [1105, 1205, 1305, 1350]
+    assert list(s["gpu_end_ns"]) == [1105, 1205, 1305, 1350]
     assert list(s["period_ns"]) == [90, 100, 100, 45]
     assert (a.summary["steps_from"], a.summary["steps_inferred_by"]) == ("inferred", how)
 
@@ -179,7 +179,7 @@ def test_a_slow_first_step_is_a_step_all_the_same(tmp_path):
         launch_step(t, STEP, at)
     t.launch(2400, 2402, 2405, 2408, name="post")
     (a,) = analyse(tmp_path, t)
-    assert list(a.steps["cpu_start"]) == [1000, 1600, 1800, 2000, 2200]
+    assert list(a.steps["cpu_start_ns"]) == [1000, 1600, 1800, 2000, 2200]
     assert list(a.steps["cpu_ns"]) == [600, 200, 200, 200, 200]
 
 
@@ -205,10 +205,10 @@ def test_two_calls_each_replaying_its_own_graph_get_steps_in_both(tmp_path):
             t.call(SYNC, at + 40, at + 90)
     (a,) = analyse(tmp_path, t)
     assert list(a.steps["step"]) == [1, 2, 3, 4, 5, 6]
-    assert list(a.steps["cpu_start"]) == [1010, 1110, 1210, 6010, 6110, 6210]
+    assert list(a.steps["cpu_start_ns"]) == [1010, 1110, 1210, 6010, 6110, 6210]
     # The last step of each call holds as many launches as the median step (4): it ends at the
     # launch after those, not at the next call's first graph launch.
-    assert list(a.steps["cpu_end"]) == [1110, 1210, 5000, 6110, 6210, 6232]
+    assert list(a.steps["cpu_end_ns"]) == [1110, 1210, 5000, 6110, 6210, 6232]
     assert list(a.steps["ops"]) == [4, 4, 3, 4, 4, 3]
     assert a.summary["steps_inferred_by"] == "graph launches (exec 7, exec 8)"
 
@@ -274,7 +274,7 @@ def test_two_threads_have_one_step_sequence_each(tmp_path, infer):
     assert list(s.loc[a_rows, "period_ns"]) == [73, 200, 200, 200]
     assert list(s.loc[b_rows, "period_ns"]) == [73, 250, 250, 250]
     assert (s["period_ns"] >= 0).all()
-    assert list(s.loc[a_rows, "gpu_start"]) == [1005, 1205, 1405, 1605]
+    assert list(s.loc[a_rows, "gpu_start_ns"]) == [1005, 1205, 1405, 1605]
     # Between A's steps (gpu_end at +78, the next op at +205: 127 ns) B's ops ran for 24, 15
     # and 0 ns (3 ns each), between B's (177 ns) A's for 24, 15 and 3 (its post launch): the
     # bubble is the time no op ran.
@@ -308,7 +308,8 @@ def test_a_kineto_trace_without_profiler_steps_gets_the_same_inferred_steps(tmp_
     (b,) = analyse(tmp_path, eager_loop())
     assert a.summary["steps_from"] == "inferred"
     assert a.summary["steps_inferred_by"] == b.summary["steps_inferred_by"]
-    columns = ["step", "cpu_start", "cpu_end", "ops", "gpu_start", "gpu_end", "period_ns"]
+    columns = ["step", "cpu_start_ns", "cpu_end_ns", "ops", "gpu_start_ns", "gpu_end_ns",
+               "period_ns"]
     assert a.steps[columns].equals(b.steps[columns])
     # Kineto's `thread 1001 (python3)` is the OS thread's name, as nsys records it.
     assert set(a.steps["thread"]) == {"python3"}
@@ -327,10 +328,11 @@ def test_reports_show_threads_apart_and_where_the_steps_came_from(tmp_path):
         "                 of 8 launches (100% the same), phase after cudaStreamSynchronize; "
         "thread python3",
         "                 (1002): repeating sequence of 8 launches (100% the same), phase after",
-        "                 cudaStreamSynchronize",
+        "                 cudaStreamSynchronize; numbered 1–4 in order within their thread",
     ]
-    # Medians of each thread's bubbles (test_two_threads_have_one_step_sequence_each): 112, 162.
-    assert text[5:7] == [
+    # Medians of each thread's bubbles (test_two_threads_have_one_step_sequence_each): 112, 162;
+    # a line a thread after the ten lines every report starts with.
+    assert text[13:15] == [
         "  thread         python3 (1001): 4 steps, 0.00 ms period, 0.1 µs bubble (medians)",
         "  thread         python3 (1002): 4 steps, 0.00 ms period, 0.2 µs bubble (medians)",
     ]
@@ -339,7 +341,7 @@ def test_reports_show_threads_apart_and_where_the_steps_came_from(tmp_path):
     assert golden.row(md, "thread python3 (1002)") == [4, 0.0, 0.2]
     assert "| thread | step | ops |" in md
     csv = runner.invoke(main, ["analyze", str(path), "--format", "csv"]).output.splitlines()
-    assert csv[0].startswith("step,name,cpu_start,cpu_end,cpu_ns,thread,ops,")
+    assert csv[0].startswith("step,name,cpu_start_ns,cpu_end_ns,cpu_ns,thread,ops,")
     assert csv[1].startswith("1,Step 1 (inferred),1000,1200,200,python3 (1001),8,")
     db = tmp_path / "runs.db"
     assert runner.invoke(main, ["db", "add", str(db), str(path)]).exit_code == 0
@@ -356,7 +358,7 @@ def test_a_thread_copying_one_blocking_copy_after_another_has_no_steps(tmp_path)
         t.launch(3000 + 10 * j, 3000 + 10 * j + 5, 3000 + 10 * j + 2, 3000 + 10 * j + 4,
                  api="cudaMemcpy_v3020", kind="memcpy", tid=TID + 1, stream=9)
     (a,) = analyse(tmp_path, t)
-    assert a.summary["threads"] == 1 and list(a.steps["cpu_start"]) == [
+    assert a.summary["threads"] == 1 and list(a.steps["cpu_start_ns"]) == [
         1000, 1200, 1400, 1600, 1800]
 
 
@@ -380,7 +382,7 @@ def test_a_layers_ops_repeating_within_a_step_do_not_make_the_step(tmp_path):
         for j, name in enumerate(step):
             t.launch(at + 10 * j, at + 10 * j + 2, at + 10 * j + 5, at + 10 * j + 8, name=name)
     (a,) = analyse(tmp_path, t)
-    assert list(a.steps["cpu_start"]) == [0, 430, 860, 1290, 1720, 2150]
+    assert list(a.steps["cpu_start_ns"]) == [0, 430, 860, 1290, 1720, 2150]
     assert list(a.steps["ops"]) == [33] * 6
     assert a.summary["steps_inferred_by"] == (
         "repeating sequence of 33 launches (100% the same), phase at the largest host gap")
@@ -436,8 +438,8 @@ def test_a_loop_whose_kernels_change_with_the_step_gets_a_step_per_blocking_call
                                           + ["combine"] * 2))
     s = a.steps
     assert list(s["step"]) == list(range(1, 9))
-    assert list(s["cpu_start"]) == [1000 + 400 * k for k in range(8)]
-    assert list(s["cpu_end"]) == [1000 + 400 * k for k in range(1, 9)]
+    assert list(s["cpu_start_ns"]) == [1000 + 400 * k for k in range(8)]
+    assert list(s["cpu_end_ns"]) == [1000 + 400 * k for k in range(1, 9)]
     assert list(s["ops"]) == [28, 28, 26, 26, 26, 26, 28, 28]
     assert a.summary["steps_inferred_by"] == (
         "steps between blocking calls (each cudaStreamSynchronize): 26 to 28 launches, 85% or "
@@ -455,7 +457,7 @@ def test_the_steps_between_blocking_calls_win_where_a_repeating_unit_holds_a_str
     unit, _ = sequence_steps(launches, trace.blocking.sort_values("start"))
     assert (len(unit), int((unit[:, 1] - unit[:, 0]).sum())) == (6, 156)
     (a,) = analyze(trace)
-    assert list(a.steps["cpu_start"]) == [1000 + 400 * k for k in range(12)]
+    assert list(a.steps["cpu_start_ns"]) == [1000 + 400 * k for k in range(12)]
     assert a.summary["steps_inferred_by"].startswith("steps between blocking calls")
 
 
@@ -465,7 +467,7 @@ def test_without_a_blocking_call_the_steps_run_from_one_launch_of_an_op_to_the_n
     # there. The last step has no embed after it: it is in no step.
     t = growing_loop(["splitk"] * 2 + ["plain"] * 2 + ["wide"] * 2 + ["combine"] * 2, sync=False)
     (a,) = analyse(tmp_path, t)
-    assert list(a.steps["cpu_start"]) == [1000 + 400 * k for k in range(7)]
+    assert list(a.steps["cpu_start_ns"]) == [1000 + 400 * k for k in range(7)]
     assert list(a.steps["ops"]) == [28, 28, 26, 26, 26, 26, 28]
     assert a.summary["steps_inferred_by"] == (
         "steps from one launch of embed to the next (no blocking call): 26 to 28 launches, 85% "

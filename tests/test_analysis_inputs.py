@@ -69,7 +69,7 @@ def test_a_gzipped_export_gives_the_numbers_of_the_export_and_stays_as_it_was(tm
     shutil.copy(gz, d / "capture.sqlite.gz")
     (d / "run.json").write_text(json.dumps({"config": {"variant": "static"}}))
     assert resolve_run(str(d)).trace_path == d / "capture.sqlite.gz"
-    assert run("analyze", d).output.startswith("static: device 0, 20 steps")
+    assert run("analyze", d).output.startswith("run: device 0, 20 steps")
 
 
 def test_a_truncated_gzipped_export_is_one_line_naming_it(tmp_path):
@@ -146,7 +146,7 @@ def test_a_loose_or_groupless_steps_pattern_gets_a_note():
     assert result.returncode == 0
     assert result.stderr.splitlines() == [
         "gapscope: note: h200-eager-static-bs16: the steps pattern 'Forward|Check' has no group, "
-        "so the steps are numbered 0 to 39 in the order they start; a group such as "
+        "so the steps are numbered 1 to 40 in the order they start; a group such as "
         "'^Step (\\d+)$' takes the numbers in their names",
         "gapscope: note: h200-eager-static-bs16: the steps pattern 'Forward|Check' took 40 "
         "ranges of 2 kinds of name as steps ('Model Forward' ×20, 'Check Stop Condition' ×20); "
@@ -156,7 +156,7 @@ def test_a_loose_or_groupless_steps_pattern_gets_a_note():
     loose = cli_inproc("analyze", STATIC, "--steps", "e")
     assert loose.stderr.splitlines() == [
         "gapscope: note: h200-eager-static-bs16: the steps pattern 'e' has no group, so the "
-        "steps are numbered 0 to 19 in the order they start; a group such as '^Step (\\d+)$' "
+        "steps are numbered 1 to 20 in the order they start; a group such as '^Step (\\d+)$' "
         "takes the numbers in their names"]
     assert _cli("analyze", STATIC).stderr == ""
 

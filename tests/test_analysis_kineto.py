@@ -28,7 +28,7 @@ def test_the_causes_drawing_gives_the_same_numbers_from_both_readers(tmp_path, n
     (a,) = analyse(path)
     # The worked numbers of test_analysis_synthetic, now read from µs with three decimals.
     assert list(a.gaps["cause"]) == ["host", "sync", "queued", "unknown", "host"]
-    assert list(a.gaps["wait_ns"]) == [0, 20, 0, 0, 0]
+    assert list(a.gaps["idle_blocked_ns"]) == [0, 20, 0, 0, 0]
     assert a.summary["idle_ns_by_cause"] == {"sync": 35, "host": 32, "queued": 5, "unknown": 5}
     assert a.summary == from_nsys.summary
     for table in ("steps", "gaps", "streams", "checks"):
@@ -44,7 +44,7 @@ def test_times_are_exact_ns_where_a_float_would_round(tmp_path):
     t.launch(base + 1, base + 3, base + 5, base + 999)
     (a,) = analyse(t.write(tmp_path / "t.json"))
     assert float("1712195495505582.988") * 1000 != base  # what json's float would give
-    assert (a.ops["start"][0], a.ops["end"][0]) == (base + 5, base + 999)
+    assert (a.ops["start_ns"][0], a.ops["end_ns"][0]) == (base + 5, base + 999)
     assert a.summary["busy_ns"] == 994 and a.steps["cpu_ns"][0] == 1_001
 
 
@@ -107,7 +107,7 @@ def test_a_graph_launch_is_one_op_of_three_records_and_syncs_block(tmp_path):
     (a,) = analyze(trace)
     assert list(a.steps["ops"]) == [2] and list(a.steps["op_records"]) == [4]
     assert list(a.gaps["cause"]) == ["queued", "queued", "sync"]
-    assert list(a.gaps["wait_ns"]) == [0, 0, 40]  # drained at 80, host back at 120
+    assert list(a.gaps["idle_blocked_ns"]) == [0, 0, 40]  # drained at 80, host back at 120
     assert a.summary["ops_without_launch_call"] == 0
     assert set(a.gaps["next_op"]) == {"graph_kernel", "triton_"}
 
@@ -182,13 +182,13 @@ def test_a_run_directory_with_a_kineto_trace_resolves_and_is_labelled(tmp_path):
     result = CliRunner().invoke(main, ["analyze", str(run)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(
-        "static (kineto): device 0, 2 steps, torch.profiler trace schema 1\n")
+        "run (kineto): device 0, 2 steps, torch.profiler trace schema 1\n")
     # Next to an nsys export, the directory is the export; the Kineto file is named to compare.
     causes_trace().write(run / "capture.sqlite")
     result = CliRunner().invoke(
         main, ["compare", str(run), str(run / "kineto.json.gz"), "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert "static (kineto)" in result.output and '"static"' in result.output
+    assert "run (kineto)" in result.output and '"run"' in result.output
     assert reader_for(run / "capture.sqlite") is nsys
 
 

@@ -70,8 +70,9 @@ def test_every_gap_is_a_slice_named_and_coloured_by_its_cause_at_its_exact_times
         assert (_ns(g["ts"], origin), _ns(g["ts"] + g["dur"], origin)) == (a["start_ns"],
                                                                             a["end_ns"])
         assert g["cname"] == CAUSE_CNAMES[a["cause"]] and g["name"] == f"idle: {a['cause']}"
-        assert a["wait_ns"] + a["host_ns"] + a["launch_ns"] == a["gap_ns"]
-    assert gaps[1]["args"]["wait_ns"] == 20  # the sync gap: the host blocked from 60 to 80
+        assert sum(a[c] for c in ("idle_blocked_ns", "idle_pre_launch_ns",
+                                  "idle_in_launch_ns")) == a["gap_ns"]
+    assert gaps[1]["args"]["idle_blocked_ns"] == 20  # the sync gap: the host blocked from 60 to 80
     assert [g["args"]["next_op"] for g in gaps] == ["k2", "k3", "k4", "k5", "k6"]
     ops = _events(doc, "op")
     assert [(o["name"], o["args"]["start_ns"], o["args"]["end_ns"]) for o in ops] == [
@@ -129,12 +130,12 @@ def test_report_writes_every_run_into_one_timeline_from_its_own_origin(tmp_path)
     result = run("report", *runs, "-o", tmp_path / "r", "--perfetto", out)
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
-    assert set(doc["otherData"]["origin_ns"]) == {"graphed-sync", "fused"}
+    assert set(doc["otherData"]["origin_ns"]) == {"graphed-sync-graphlevel", "fused"}
     assert sorted(_names(doc, "process_name").values()) == [
-        "fused: GPU 0", "fused: host", "graphed-sync: GPU 0", "graphed-sync: host"]
-    for pid, label in ((2, "graphed-sync"), (4, "fused")):
-        (_, _, (a,)) = load_and_analyse(DATA / "runs" / ("graphed-sync-graphlevel"
-                                                         if label == "graphed-sync" else label))
+        "fused: GPU 0", "fused: host", "graphed-sync-graphlevel: GPU 0",
+        "graphed-sync-graphlevel: host"]
+    for pid, label in ((2, "graphed-sync-graphlevel"), (4, "fused")):
+        (_, _, (a,)) = load_and_analyse(DATA / "runs" / label)
         gaps = [e for e in _events(doc, "gap") if e["pid"] == pid]
         assert len(gaps) == len(a.gaps) and sum(g["args"]["gap_ns"] for g in gaps) == \
             a.summary["idle_ns"]

@@ -109,8 +109,9 @@ def test_a_figure_draws_the_twin_beside_the_traced_steps(tmp_path, monkeypatch):
     # One colour set: the per-step bars split the idle time by cause, as the timeline does.
     assert seen["per step: the GPU period, busy and idle by cause"] == ["busy", *causes]
     # Gaps host [30,50) and [128,140), sync [60,95), queued [105,110), unknown [120,125): 77 ns.
-    assert seen["where the idle time is: gaps by length, by the time they hold"] == [
-        "sync: 1 gap, 45%", "host: 2 gaps, 42%", "queued: 1 gap, 6%", "unknown: 1 gap, 6%"]
+    assert seen["where the idle time is: gaps by length, by the time they hold; % of the idle"] \
+        == ["sync: 1 gap, 45.5%", "host: 2 gaps, 41.6%", "queued: 1 gap, 6.5%",
+            "unknown: 1 gap, 6.5%"]
     overview = next(t for t in seen if t.startswith("Step 1 to Step 2, binned"))
     assert seen[overview] == ["busy", *causes]
 

@@ -74,7 +74,7 @@ def test_a_rank_captured_earlier_is_put_on_rank_0s_time_base(tmp_path, ranks):
     # Rank 1's nsys started 1000 ns earlier: its export says 1000 ns more for every time.
     (tmp_path / "early").mkdir()
     late = analyse(tmp_path / "early", rank_traces(early_ns=1000))
-    assert late[1][0].steps["gpu_start"].tolist() == [1010, 1100]  # its own base
+    assert late[1][0].steps["gpu_start_ns"].tolist() == [1010, 1100]  # its own base
     assert late[1][1].equals(ranks[1][1])
     assert collective_waits([c for _, c in late]).equals(collective_waits([c for _, c in ranks]))
 

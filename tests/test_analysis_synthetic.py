@@ -26,9 +26,9 @@ def test_each_gap_gets_its_cause_and_ledger(causes):
     assert list(gaps["start_ns"]) == [30, 60, 105, 120, 128]
     assert list(gaps["end_ns"]) == [50, 95, 110, 125, 140]
     assert list(gaps["cause"]) == ["host", "sync", "queued", "unknown", "host"]
-    assert list(gaps["wait_ns"]) == [0, 20, 0, 0, 0]
-    assert list(gaps["launch_ns"]) == [10, 10, 5, 0, 10]
-    assert list(gaps["host_ns"]) == [10, 5, 0, 5, 2]
+    assert list(gaps["idle_blocked_ns"]) == [0, 20, 0, 0, 0]
+    assert list(gaps["idle_in_launch_ns"]) == [10, 10, 5, 0, 10]
+    assert list(gaps["idle_pre_launch_ns"]) == [10, 5, 0, 5, 2]
     assert list(gaps["next_op"]) == ["k2", "k3", "k4", "k5", "k6"]
     assert list(gaps["step"]) == [1, 2, 2, 2, 2]
 
@@ -37,8 +37,8 @@ def test_summary_adds_up_by_cause_and_ledger(causes):
     s = causes.summary
     assert (s["window_ns"], s["busy_ns"], s["idle_ns"], s["gaps"]) == (130, 53, 77, 5)
     assert s["idle_ns_by_cause"] == {"sync": 35, "host": 32, "queued": 5, "unknown": 5}
-    assert s["idle_ledger"] == {"wait_ns": 20, "host_ns": 22, "launch_ns": 35}
-    assert s["sync_idle_share"] == 35 / 130
+    assert s["idle_ledger"] == {"blocked": 20, "pre_launch": 22, "in_launch": 35}
+    assert s["sync_idle_share_of_window"] == 35 / 130
     assert s["bubble_ns_median"] == 35 and s["bubble_ns_p90"] == 35
     assert s["check_cover_median"] == 5 / 25
     assert (s["unattributed_ops"], s["ops_without_launch_call"]) == (1, 1)
@@ -49,7 +49,7 @@ def test_step_table_matches_the_drawing(causes):
     assert list(t["step"]) == [1, 2]
     assert list(t["cpu_ns"]) == [81, 119]
     assert list(t["ops"]) == [2, 3]
-    assert list(t["gpu_start"]) == [20, 95] and list(t["gpu_end"]) == [60, 150]
+    assert list(t["gpu_start_ns"]) == [20, 95] and list(t["gpu_end_ns"]) == [60, 150]
     assert list(t["busy_ns"]) == [20, 30] and list(t["span_ns"]) == [40, 55]
     assert list(t["intra_idle_ns"]) == [20, 25]
     assert t["bubble_ns"].isna()[0] and t["bubble_ns"][1] == 35
@@ -57,9 +57,9 @@ def test_step_table_matches_the_drawing(causes):
     assert list(t["period_ns"]) == [40, 90]
     assert t["period_ns"].sum() == causes.summary["window_ns"]
     # Busy time plus the idle parts fill each step's period.
-    assert list(t["idle_wait_ns"]) == [0, 20]
-    assert list(t["idle_host_ns"]) == [10, 12]
-    assert list(t["idle_launch_ns"]) == [10, 25]
+    assert list(t["idle_blocked_ns"]) == [0, 20]
+    assert list(t["idle_pre_launch_ns"]) == [10, 12]
+    assert list(t["idle_in_launch_ns"]) == [10, 25]
 
 
 def test_overlapping_steps_have_no_bubble_and_two_streams_overlap(tmp_path):
@@ -75,7 +75,7 @@ def test_overlapping_steps_have_no_bubble_and_two_streams_overlap(tmp_path):
     assert a.steps["bubble_ns"][1] == 0 and a.steps["overlap_ns"][1] == 5
     assert a.steps["period_ns"][1] == 40
     assert (a.summary["window_ns"], a.summary["busy_ns"]) == (70, 60)
-    assert list(a.gaps["cause"]) == ["queued"] and list(a.gaps["launch_ns"]) == [10]
+    assert list(a.gaps["cause"]) == ["queued"] and list(a.gaps["idle_in_launch_ns"]) == [10]
     assert a.streams.to_dict("list") == {"stream": [7, 9], "ops": [2, 2], "busy_ns": [40, 35]}
     assert a.pairs.to_dict("records") == [{"stream_a": 7, "stream_b": 9, "concurrent_ns": 15}]
     assert a.summary["concurrent_ns"] == 15
@@ -181,8 +181,8 @@ def test_version_suffixes_are_stripped_before_matching_blocking_calls(tmp_path):
     t.call("cudaMemcpyAsync_v3020", 36, 38)  # asynchronous: not a wait
     t.launch(40, 41, 50, 60)
     (a,) = analyse(tmp_path, t)
-    assert list(a.gaps["wait_ns"]) == [10] and list(a.gaps["cause"]) == ["sync"]
-    assert list(a.gaps["launch_ns"]) == [10] and list(a.gaps["host_ns"]) == [10]
+    assert list(a.gaps["idle_blocked_ns"]) == [10] and list(a.gaps["cause"]) == ["sync"]
+    assert list(a.gaps["idle_in_launch_ns"]) == [10] and list(a.gaps["idle_pre_launch_ns"]) == [10]
 
 
 def test_lazy_exports_without_memcpy_or_kernel_tables_load(tmp_path):
@@ -203,7 +203,7 @@ def test_memcpy_and_kernel_ops_tie_broken_by_lowest_correlation_id(tmp_path):
     (a,) = analyse(tmp_path, t)
     # The gap [20, 30) ends with two ops starting at 30: corr 2 (memcpy) wins over corr 3.
     assert list(a.gaps["next_op"]) == ["[memcpy]"]
-    assert list(a.gaps["launch_ns"]) == [10] and list(a.gaps["cause"]) == ["queued"]
+    assert list(a.gaps["idle_in_launch_ns"]) == [10] and list(a.gaps["cause"]) == ["queued"]
 
 
 def test_medians_of_even_counts_and_p90_interpolate():
@@ -268,7 +268,7 @@ def test_two_threads_with_the_same_step_numbers_keep_their_own_rows(tmp_path):
     assert list(a.steps["step"]) == [1, 1] and a.steps["bubble_ns"].isna().all()
     assert list(a.steps["period_ns"]) == [35, 10] and a.summary["window_ns"] == 110
     # Each gap goes to the step of the thread that launched the op ending it.
-    assert list(a.steps["idle_host_ns"] + a.steps["idle_launch_ns"]) == [20, 65]
+    assert list(a.steps["idle_pre_launch_ns"] + a.steps["idle_in_launch_ns"]) == [20, 65]
     assert a.summary["threads"] == 2
 
 
@@ -282,8 +282,9 @@ def test_a_block_after_the_next_op_was_launched_is_launch_time_not_sync(tmp_path
     t.call("cudaEventSynchronize", 8, 35)
     (a,) = analyse(tmp_path, t)
     assert list(a.gaps["cause"]) == ["queued"]
-    assert (a.gaps["wait_ns"][0], a.gaps["launch_ns"][0], a.gaps["host_ns"][0]) == (0, 10, 0)
-    assert a.summary["sync_idle_share"] == 0.0
+    assert tuple(a.gaps.loc[0, ["idle_blocked_ns", "idle_in_launch_ns", "idle_pre_launch_ns"]]) \
+        == (0, 10, 0)
+    assert a.summary["sync_idle_share_of_window"] == 0.0
 
 
 def test_a_block_entered_after_the_drain_is_host_time_not_sync(tmp_path):
@@ -297,7 +298,8 @@ def test_a_block_entered_after_the_drain_is_host_time_not_sync(tmp_path):
     t.launch(40, 42, 50, 60, name="k2")
     (a,) = analyse(tmp_path, t)
     assert list(a.gaps["cause"]) == ["host"]
-    assert (a.gaps["wait_ns"][0], a.gaps["host_ns"][0], a.gaps["launch_ns"][0]) == (0, 20, 10)
+    assert tuple(a.gaps.loc[0, ["idle_blocked_ns", "idle_pre_launch_ns", "idle_in_launch_ns"]]) \
+        == (0, 20, 10)
 
 
 def test_a_block_entered_exactly_at_the_drain_is_host_time_and_one_just_before_it_waits(
@@ -311,4 +313,4 @@ def test_a_block_entered_exactly_at_the_drain_is_host_time_and_one_just_before_i
     t.launch(60, 62, 70, 80, name="k3")
     (a,) = analyse(tmp_path, t)
     assert list(a.gaps["cause"]) == ["host", "sync"]
-    assert list(a.gaps["wait_ns"]) == [0, 6]
+    assert list(a.gaps["idle_blocked_ns"]) == [0, 6]

@@ -85,7 +85,7 @@ def test_two_threads_sharing_step_numbers_each_get_their_own_sequence(user):
     assert i.summary["steps_inferred_by"] == "; ".join(
         f"thread python3 ({t}): repeating sequence of 419 launches (100% the same), phase after "
         "cudaStreamSynchronize" for t in (1309, 1310))
-    cols = ["thread", "step", "ops", "gpu_start", "gpu_end", "period_ns", "bubble_ns"]
+    cols = ["thread", "step", "ops", "gpu_start_ns", "gpu_end_ns", "period_ns", "bubble_ns"]
     assert i.steps[cols].equals(s[cols])
 
 

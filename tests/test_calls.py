@@ -36,7 +36,7 @@ def test_each_step_falls_in_the_outermost_call_range_of_its_thread():
 
 
 def table(steps, threads, starts):
-    return pd.DataFrame({"step": steps, "thread": threads, "cpu_start": starts,
+    return pd.DataFrame({"step": steps, "thread": threads, "cpu_start_ns": starts,
                          "period_ns": [50, 40, 60, 10, 12, 11], "busy_ns": [1, 1, 2, 1, 1, 1]})
 
 
@@ -46,7 +46,7 @@ def test_each_call_has_the_medians_of_its_own_steps_and_the_twins():
     calls_frame = pd.DataFrame({"start": [0, 100], "end": [90, 200], "tid": [1, 1],
                                 "name": [G, G]})
     t = table([1, 2, 3, 1, 2, 3], ["main"] * 6, [5, 40, 60, 120, 150, 300])
-    call = step_calls(calls_frame, t["cpu_start"].to_numpy(), np.ones(6, dtype=np.int64))
+    call = step_calls(calls_frame, t["cpu_start_ns"].to_numpy(), np.ones(6, dtype=np.int64))
     calls = calls_summary(t, calls_frame, call, "GenerationMixin.generate")
     assert calls == [
         {"call": 1, "name": "GenerationMixin.generate", "thread": "main", "start_ns": 0,

@@ -25,7 +25,8 @@ def found(text: str) -> list:
 
 def test_measured_figures_in_prose_are_found():
     text = ("nsys cost +55% (14.59 against 9.43 ms/step), 282 kernels a step; HTA reports 3.8% "
-            "more idle; `sync_idle_share` 0.0198; 99 of 99 steps; ~393 ops; 2.2 GB and 25 s.")
+            "more idle; `sync_idle_share_of_window` 0.0198; 99 of 99 steps; ~393 ops; 2.2 GB and "
+            "25 s.")
     assert found(text) == ["+55%", "14.59", "9.43 ms", "282 kernels", "3.8%", "0.0198",
                            "99 of 99", "~393 ops", "2.2 GB", "25 s"]
 
@@ -74,7 +75,7 @@ def test_every_document_is_covered_and_every_block_registered():
 def test_a_marker_without_a_maker_and_a_maker_without_a_marker_are_errors():
     with pytest.raises(PublishError, match="the block `stray` .* is made by nothing"):
         put_blocks(Path("docs/NEW.md"), f"{gen_start('stray')}\nx\n<!-- /generated -->\n", ROOT)
-    with pytest.raises(PublishError, match="no `<!-- generated: profiler-share"):
+    with pytest.raises(PublishError, match="no `<!-- generated: first-screen"):
         put_blocks(README, "no markers here\n", ROOT)
 
 

@@ -138,7 +138,7 @@ def test_compare_of_a_folder_takes_its_run_folders_and_its_loose_exports(tmp_pat
     result = CliRunner().invoke(main, ["compare", str(tmp_path), "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    assert [r["label"] for r in rows] == ["static b32", "static b8", "mine", "theirs"]
+    assert [r["label"] for r in rows] == ["b32", "b8", "mine", "theirs"]
     # Two run folders of different batches: ranked, with a note saying they differ.
     assert [r["work"] for r in rows] == ["batch=32", "batch=8", "batch=?", "batch=?"]
     text = CliRunner().invoke(main, ["compare", str(tmp_path / "b32"), str(tmp_path / "b8")])
@@ -303,7 +303,7 @@ def test_load_gives_one_analysis_and_says_so_where_the_steps_ran_on_several_devi
     with analysis.Database(tmp_path / "runs.db") as db:
         db.add([a])
         (kept,) = db.analyses()
-    with pytest.raises(analysis.TraceError, match="plot: a stored Analysis keeps its summary"):
+    with pytest.raises(analysis.TraceError, match="plot: a stored Analysis keeps no ops to draw"):
         kept.plot()
     with pytest.raises(analysis.TraceError, match="kernels: this Analysis .kind 'stored'. has "
                                                   "no ops"):

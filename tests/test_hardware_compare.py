@@ -98,7 +98,8 @@ def test_the_hardware_plot(tmp_path, data_dir):
     # 11 x (0.5 x 2 runs + 1.9) in at 110 dpi: two panels, the legends above them.
     assert golden.png_size(png) == (1210, 319)
     traced = data_dir / "h200-eager-static-bs16.sqlite"
-    none = CliRunner().invoke(main, ["compare", str(traced), "--hardware-plot", str(png)])
+    none = CliRunner().invoke(main, ["compare", str(traced), "--hardware-plot", str(png),
+                                     "--force"])
     assert none.exit_code == 2 and "none of these runs sampled GPU metrics" in none.output
 
 

@@ -42,13 +42,13 @@ def test_a_while_loop_gets_a_step_per_iteration_of_its_one_launch(tmp_path):
     (a,) = analyze(load_trace(while_loop().write(tmp_path / "t.sqlite")))
     s = a.steps
     assert list(s["step"]) == [1, 2, 3, 4]
-    assert list(s["gpu_start"]) == [100, 200, 300, 400]
-    assert list(s["gpu_end"]) == [158, 258, 358, 458]
+    assert list(s["gpu_start_ns"]) == [100, 200, 300, 400]
+    assert list(s["gpu_end_ns"]) == [158, 258, 358, 458]
     assert list(s["period_ns"]) == [58, 100, 100, 100]
     assert list(s["bubble_ns"][1:]) == [42, 42, 42] and s["bubble_ns"].isna()[0]
     assert list(s["busy_ns"]) == [48] * 4 and list(s["op_records"]) == [6] * 4
     assert list(s["ops"]) == [1] * 4  # one launch call holds them all
-    assert set(s["cpu_start"]) == {20} and set(s["cpu_end"]) == {30}
+    assert set(s["cpu_start_ns"]) == {20} and set(s["cpu_end_ns"]) == {30}
     summary = a.summary
     assert (summary["steps_from"], summary["steps_inferred_by"]) == (
         "inferred", "iterations of one graph launch (6 ops a step)")
@@ -104,9 +104,9 @@ def test_the_real_loop_has_a_step_per_iteration_each_ending_with_its_condition_k
         "iterations of one graph launch (297 ops a step; its ops recorded with no correlation "
         "id, given the launch's)")
     assert a.summary["ops_without_launch_call"] == 0 and a.summary["unattributed_ops"] == 1
-    last = a.ops[a.ops["step"] >= 0].sort_values("start").groupby("step").tail(1)
+    last = a.ops[a.ops["step"] >= 0].sort_values("start_ns").groupby("step").tail(1)
     assert {a.trace.strings[int(n)] for n in last["name_id"]} == {"gapscope_while_next"}
-    assert (int(s["gpu_start"].iloc[1]), int(s["bubble_ns"].iloc[1])) == (18198478, 613631)
+    assert (int(s["gpu_start_ns"].iloc[1]), int(s["bubble_ns"].iloc[1])) == (18198478, 613631)
 
 
 def test_the_real_loops_twin_is_set_beside_its_steps(real_loop):

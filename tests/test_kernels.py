@@ -64,8 +64,8 @@ def tiny_ops() -> tuple:
     """Two steps: a GEMM each (30 and 50 ns), one attention (20), two elementwise (5 and 9),
     one copy (12): 126 ns of op time."""
     ops = pd.DataFrame({
-        "start": [0, 100, 40, 60, 160, 70],
-        "end": [30, 150, 60, 65, 169, 82],
+        "start_ns": [0, 100, 40, 60, 160, 70],
+        "end_ns": [30, 150, 60, 65, 169, 82],
         "kind": [KERNEL, KERNEL, KERNEL, KERNEL, KERNEL, MEMCPY],
         "name_id": [1, 1, 2, 3, 3, -1],
     })

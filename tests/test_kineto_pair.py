@@ -23,7 +23,7 @@ def test_both_readers_see_the_same_launches_step_by_step():
     nsys, kineto, nsys_made, kineto_made, run = analyses()
     assert (nsys_made, kineto_made) == ("nsys export schema 3.20.3",
                                         "torch.profiler trace schema 1")
-    assert run.label == "static (kineto)"
+    assert run.label == "static-kineto (kineto)"
     assert nsys.steps["step"].tolist() == kineto.steps["step"].tolist() == list(range(31, 41))
     assert nsys.steps["ops"].tolist() == kineto.steps["ops"].tolist() == [393] * 10
     assert nsys.steps["op_records"].tolist() == kineto.steps["op_records"].tolist()
@@ -57,7 +57,7 @@ def test_an_nsys_capture_and_its_torch_profiler_twin_are_not_two_runs_of_one_con
     out = CliRunner().invoke(main, ["compare", str(PAIR / "capture.sqlite"),
                                     str(PAIR / "kineto.json.gz")]).output
     assert "Between runs" not in out
-    assert "static (kineto)" in out
+    assert "static-kineto (kineto)" in out
 
 
 def test_the_op_after_each_gap_has_one_name_in_both_readers():

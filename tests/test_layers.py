@@ -115,14 +115,14 @@ def graph() -> dict:
     for path, root in sources():
         if root == INJECT:  # the hook runs inside the user's program, stdlib only
             continue
-            source = unit(module_name(path))
-            for name in imported(path):
+        source = unit(module_name(path))
+        for name in imported(path):
+            target = unit(name)
+            # `from analysis import errors` names the module analysis.errors
+            if target == "analysis" and name.count(".") >= 1:
                 target = unit(name)
-                # `from analysis import errors` names the module analysis.errors
-                if target == "analysis" and name.count(".") >= 1:
-                    target = unit(name)
-                if target and target != source and not (target == name == "analysis"):
-                    edges.setdefault(source, set()).add(target)
+            if target and target != source and not (target == name == "analysis"):
+                edges.setdefault(source, set()).add(target)
     return edges
 
 
@@ -170,7 +170,7 @@ def test_the_pipeline_order_holds():
     study, the CLI or the harness; the analysis never imports the harness."""
     edges = graph()
     # Leaves any layer may use: the one error type, how gapscope was installed (for hints).
-    leaves = {"analysis.errors", "analysis.install"}
+    leaves = {"analysis.errors", "analysis.install", "analysis.outputs"}
     assert not edges.get("analysis.errors") and not edges.get("analysis.install")
     below = {"analysis.readers": leaves,
              "analysis.measures": leaves | {"analysis.readers"},
@@ -201,3 +201,64 @@ def test_the_module_graph_resolves_names_to_their_modules():
     assert "analysis.study" not in edges["analysis.study.runs"]
     assert "analysis.capture.doctor" in edges["analysis.cli"]
     assert "sitecustomize" in edges
+
+
+def climbs(argv: list) -> list:
+    """The calls back up that one command makes (issue 40's walk): each distinct call from a
+    module of analysis into a module that imports it (directly or not: a module above it),
+    such as a callback handed down, while the command runs in this process."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    graph = module_graph()
+
+    @functools.cache
+    def above(module: str) -> frozenset:
+        """The modules `module` is imported by, transitively."""
+        return frozenset(m for m in graph if module in reach(m))
+
+    @functools.cache
+    def reach(module: str) -> frozenset:
+        seen, todo = set(), [module]
+        while todo:
+            for m in graph.get(todo.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return frozenset(seen)
+
+    found = set()
+
+    def profile(frame, event, _arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee = frame.f_globals.get("__name__", "")
+        caller = frame.f_back.f_globals.get("__name__", "")
+        if (caller != callee and caller.startswith("analysis.")
+                and callee.startswith("analysis.") and callee in above(caller)):
+            found.add((caller, f"{callee}.{frame.f_code.co_name}"))
+
+    sys.setprofile(profile)
+    try:
+        result = CliRunner().invoke(main, argv)
+    finally:
+        sys.setprofile(None)
+    assert result.exit_code == 0, result.output
+    return sorted(found)
+
+
+def test_the_analyze_walk_climbs_back_at_most_three_times(tmp_path):
+    """`gapscope analyze` goes down the stack (cli -> api -> readers -> measures -> render) and
+    climbs back up at most three times: the step notes come from what the analysis returned
+    (no call back into api), the figures' helpers live in render/mpl.py (no legend handed to
+    and fro between plots and plots_timeline), the JSON values (measures/plain.py) below the
+    API. What remains are callbacks handed down: the file writer, the host table's lines."""
+    run = ROOT / "tests" / "data" / "runs" / "graphed-sync-graphlevel"
+    found = climbs(["analyze", str(run), "--plot", str(tmp_path / "a.png"), "--perfetto",
+                    str(tmp_path / "a.json")])
+    assert len(found) <= 3, found
+    for fmt in ("json", "md"):
+        assert len(climbs(["analyze", str(run), "--format", fmt])) <= 3

@@ -120,7 +120,7 @@ def test_profile_makes_a_utc_named_run_dir_with_the_capture_log_and_report(profi
     # The example ran on the CPU under the stand-in: its line is in the log and on stdout.
     assert "hf_decode: gpt2 " in (run / "nsys.log").read_text()
     assert "hf_decode: gpt2 " in result.stdout
-    assert f"{run.name}: device 0, 20 steps" in result.stdout
+    assert f"{run.name.split('Z-', 1)[1]}: device 0, 20 steps" in result.stdout
     assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps from NVTX ranges, "
                                         "6860 kernels captured)")
 
@@ -401,7 +401,7 @@ def test_a_program_that_fails_after_its_loop_is_analysed_and_passes_its_exit_cod
             "capturing the whole run again, to analyse what ran before the failure") in lines
     assert ("gapscope: warning: the program failed with exit code 3 (boom): analysing what nsys "
             "captured before it stopped") in lines
-    assert f"{run.name}: device 0, 20 steps" in result.stdout
+    assert f"{run.name.split('Z-', 1)[1]}: device 0, 20 steps" in result.stdout
     assert (run / "report.md").is_file()
     record = json.loads((run / "run.json").read_text())
     assert record["program_exit_code"] == 3

@@ -410,7 +410,7 @@ def test_twin_threads_meet_the_traced_threads_by_name_else_by_order(tmp_path):
     u = read_untraced_steps(path)
     # The traced threads by id (no names in common): 222 began first, so it is thread 0.
     traced = pd.DataFrame({"thread": [111, 222, 111, 222], "step": [0, 0, 1, 1],
-                           "cpu_start": [50, 10, 70, 30]})
+                           "cpu_start_ns": [50, 10, 70, 30]})
     table, keys = per_traced_step(u, traced)
     assert keys == ["thread", "step"]
     assert table.fillna(-1).to_dict("list") == {

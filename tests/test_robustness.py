@@ -29,21 +29,21 @@ def test_idle_by_step_returns_a_new_table_and_leaves_its_input_alone():
     table = pd.DataFrame({"step": [1, 2, 3]})
     before = table.copy()
     # Gaps 0 and 1 in the first step, gap 2 in the third; none in the second.
-    gaps = {"wait_ns": np.array([5, 0, 7]), "host_ns": np.array([1, 2, 0]),
-            "launch_ns": np.array([0, 3, 4])}
+    gaps = {"idle_blocked_ns": np.array([5, 0, 7]), "idle_pre_launch_ns": np.array([1, 2, 0]),
+            "idle_in_launch_ns": np.array([0, 3, 4])}
     out = with_idle_by_step(table, gaps, np.array([0, 0, 2]))
     pd.testing.assert_frame_equal(table, before)
-    assert out["idle_wait_ns"].tolist() == [5, 0, 7]
-    assert out["idle_host_ns"].tolist() == [3, 0, 0]
-    assert out["idle_launch_ns"].tolist() == [3, 0, 4]
+    assert out["idle_blocked_ns"].tolist() == [5, 0, 7]
+    assert out["idle_pre_launch_ns"].tolist() == [3, 0, 0]
+    assert out["idle_in_launch_ns"].tolist() == [3, 0, 4]
 
 
 def test_step_metrics_return_a_new_table_and_leave_their_input_alone(tmp_path):
     path = metrics_only_trace().write(tmp_path / "m.sqlite", drop=("CUPTI_ACTIVITY_KIND_RUNTIME",))
     samples = load_trace(path).gpu_metrics
-    table = pd.DataFrame({"step": [1, 2], "cpu_start": [50, 150], "cpu_end": [150, 300]})
+    table = pd.DataFrame({"step": [1, 2], "cpu_start_ns": [50, 150], "cpu_end_ns": [150, 300]})
     before, samples_before = table.copy(), samples.copy()
-    out, summary = with_step_metrics(table, samples, 0, "cpu_start", "cpu_end", (50, 300),
+    out, summary = with_step_metrics(table, samples, 0, "cpu_start_ns", "cpu_end_ns", (50, 300),
                                      (4.8e12, "datasheet"), "nvtx range")
     pd.testing.assert_frame_equal(table, before)
     pd.testing.assert_frame_equal(samples, samples_before)
@@ -52,7 +52,7 @@ def test_step_metrics_return_a_new_table_and_leave_their_input_alone(tmp_path):
     np.testing.assert_allclose(out["sm_active_pct"], [30.0, 11500 / 150])
     assert summary["sm_active_pct"] == pytest.approx(58.0)
     # A device that sampled nothing: the very table back, and no summary.
-    same, none = with_step_metrics(table, samples, 7, "cpu_start", "cpu_end", (50, 300),
+    same, none = with_step_metrics(table, samples, 7, "cpu_start_ns", "cpu_end_ns", (50, 300),
                                    (None, "unknown"), "nvtx range")
     assert same is table and none is None
 

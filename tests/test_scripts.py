@@ -776,7 +776,7 @@ def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
     rows = (tmp_path / "hv" / "results.md").read_text().splitlines()
     assert rows[0].startswith("| run | steps | untraced ms | vs first | floor ms | % floor |")
     # No untraced run: no floor, no untraced figure.
-    assert golden.row("\n".join(rows), "20261201T000000Z-fused-b32") == [
+    assert golden.row("\n".join(rows), "fused-b32") == [
         10, None, None, None, None, 55.4, 17.9, 860, 96, 7.2]
     # One run, one panel (no untraced step or floor to draw): 6.5 x (0.5 + 1.9) in at 110 dpi.
     assert golden.png_size(tmp_path / "hv" / "hardware-view.png") == (715, 264)

@@ -41,12 +41,12 @@ def test_the_steps_are_the_target_forwards_each_from_the_get_candidates_that_fee
     assert column(a, "step") == [1, 2, 3]
     assert column(a, "name") == [LLAMA_FORWARD] * 3
     # From get_candidates' start to the target forward's end.
-    assert column(a, "cpu_start") == [10, 220, 400]
-    assert column(a, "cpu_end") == [200, 380, 570]
+    assert column(a, "cpu_start_ns") == [10, 220, 400]
+    assert column(a, "cpu_end_ns") == [200, 380, 570]
     # The draft's kernels (one a draft forward: 3, 1, 2) are the step's, with the target's 3.
     assert column(a, "ops") == [6, 4, 5]
-    assert column(a, "gpu_start") == [24, 234, 414]
-    assert column(a, "gpu_end") == [185, 365, 555]
+    assert column(a, "gpu_start_ns") == [24, 234, 414]
+    assert column(a, "gpu_end_ns") == [185, 365, 555]
     assert column(a, "busy_ns") == [90, 70, 80]
     assert column(a, "period_ns") == [161, 180, 190]
     s = a.summary
@@ -99,15 +99,15 @@ def test_the_drafts_forwards_are_a_host_row_and_a_share_of_the_steps(assisted):
 def test_without_get_candidates_the_drafts_own_generate_holds_its_forwards(tmp_path):
     a = spec(tmp_path, candidates=False)
     # Each step from the first draft forward after the previous target forward.
-    assert column(a, "cpu_start") == [20, 230, 410]
+    assert column(a, "cpu_start_ns") == [20, 230, 410]
     assert column(a, "ops") == [6, 4, 5]
     assert a.summary["draft"]["found_by"] == "ranges"
 
 
 def test_without_host_functions_the_draft_is_the_smaller_work_that_feeds_the_target(tmp_path):
     a = spec(tmp_path, candidates=False, generate=False, marks=False)
-    assert column(a, "cpu_start") == [20, 230, 410]
-    assert column(a, "cpu_end") == [200, 380, 570]
+    assert column(a, "cpu_start_ns") == [20, 230, 410]
+    assert column(a, "cpu_end_ns") == [200, 380, 570]
     assert column(a, "ops") == [6, 4, 5]
     d = a.summary["draft"]
     assert (d["found_by"], d["forwards"], d["busy_share"]) == ("kernels", 6, 0.25)
@@ -146,7 +146,7 @@ def test_a_capture_without_a_draft_or_marks_is_unchanged(tmp_path):
     (a,) = analyze(load_trace(path), Options(r"^pkg\.model\.LM\.forward$"))
     assert "draft" not in a.summary and "tokens" not in a.summary
     assert "tokens" not in a.steps.columns
-    assert column(a, "cpu_start") == [10, 110, 400]
+    assert column(a, "cpu_start_ns") == [10, 110, 400]
 
 
 def run(*args):

@@ -63,7 +63,7 @@ def test_each_site_has_its_calls_blocked_time_and_idle_after(syncs):
 def test_the_idle_after_the_calls_is_the_sync_idle_and_the_wait(syncs):
     s, t = syncs.summary, syncs.syncs
     assert t["gpu_idle_after_ns"].sum() == s["idle_ns_by_cause"]["sync"] == 60
-    assert t["gpu_idle_in_call_ns"].sum() == s["idle_ledger"]["wait_ns"] == 23
+    assert t["gpu_idle_in_call_ns"].sum() == s["idle_ledger"]["blocked"] == 23
 
 
 def test_a_mark_on_another_thread_names_that_thread_s_call_only(tmp_path):
@@ -172,15 +172,16 @@ def test_text_names_the_top_lines_in_100_columns(tmp_path):
     i = next(i for i, line in enumerate(lines) if line.startswith("  syncs"))
     assert lines[i:i + 7] == [
         # 83 µs blocked in all (50 + 18 + 15), 60 µs of sync gaps (30 + 15 + 15); 2 steps.
-        "  syncs          2.00 blocking calls a step (4): 0.08 ms blocked, 0.06 ms GPU idle after",
+        "  syncs          2.00 blocking calls a step (4): 0.08 ms host blocked, 0.06 ms GPU "
+        "idle after",
         "    /src/gen.py:41 in decode",
-        "      cudaStreamSynchronize 1.00/step: 25.0 µs blocked (median), 15.0 µs/step GPU idle "
-        "after",
+        "      cudaStreamSynchronize 1.00/step: 25.0 µs host blocked (median), 15.0 µs/step GPU "
+        "idle after",
         "    unknown (no mark)",
-        "      cudaDeviceSynchronize 0.50/step: 18.0 µs blocked (median), 7.5 µs/step GPU idle "
-        "after",
+        "      cudaDeviceSynchronize 0.50/step: 18.0 µs host blocked (median), 7.5 µs/step GPU "
+        "idle after",
         "    /src/gen.py:57 in check",
-        "      cudaMemcpy 0.50/step: 15.0 µs blocked (median), 7.5 µs/step GPU idle after",
+        "      cudaMemcpy 0.50/step: 15.0 µs host blocked (median), 7.5 µs/step GPU idle after",
     ]
     assert not any("gapscope profile" in line for line in lines)
     assert max(len(line) for line in lines) <= 100
@@ -243,7 +244,7 @@ def test_blocked_time_is_exact_on_a_real_capture(data_dir):
     assert (row.call, row.file, row.calls, row.calls_per_step) == (
         "cudaStreamSynchronize", "unknown", 20, 1.0)
     assert row.gpu_idle_after_ns == a.summary["idle_ns_by_cause"]["sync"] == 3578243
-    assert row.gpu_idle_in_call_ns == a.summary["idle_ledger"]["wait_ns"]
+    assert row.gpu_idle_in_call_ns == a.summary["idle_ledger"]["blocked"]
     assert (row.blocked_ns, row.blocked_ns_median) == (220839, 10234.5)
 
 
@@ -309,6 +310,6 @@ def test_a_real_generate_names_its_stop_check(data_dir, tmp_path):
     unknown = a.syncs[a.syncs["file"] == "unknown"]
     assert list(unknown["call"]) == ["cudaDeviceSynchronize"] and list(unknown["calls"]) == [14]
     assert a.syncs["gpu_idle_after_ns"].sum() == a.summary["idle_ns_by_cause"]["sync"]
-    assert a.syncs["gpu_idle_in_call_ns"].sum() == a.summary["idle_ledger"]["wait_ns"]
+    assert a.syncs["gpu_idle_in_call_ns"].sum() == a.summary["idle_ledger"]["blocked"]
     text = to_text("gen", [a], "3.20.3").splitlines()
     assert "    transformers/generation/utils.py:383 in f" in text and max(map(len, text)) <= 100

@@ -2,7 +2,7 @@
 
 Each command opens, compares or stores through the library (analysis.open, analysis.compare,
 analysis.Database) and adds its options and its printing: analyze.py (analyze, ranges),
-compare.py (compare, report), db.py (db add, --db), profile.py, study.py and
+compare.py, report.py, db.py (db add, --db), profile.py, study.py and
 analysis.capture.doctor, each imported when it runs (LAZY_COMMANDS): `gapscope --help` and
 `--version` answer without pandas.
 """
@@ -39,7 +39,7 @@ LAZY_COMMANDS = {
                "Each NVTX (or record_function) range name in TRACE with its count, the most "
                "frequent first, `*` beside those the steps pattern takes: what to write for "
                "--steps."),
-    "report": ("analysis.cli.compare:report",
+    "report": ("analysis.cli.report:report",
                "Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: "
                "compare's tables (the hardware one too, for runs with GPU metrics), then each "
                "run's tables and figure."),

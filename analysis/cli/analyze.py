@@ -13,7 +13,10 @@ from ..render import report as report_mod
 from .base import (
     GapscopeError,
     check_outputs,
+    check_stdout,
     db_option,
+    force_option,
+    input_files,
     pattern_options,
     perfetto_option,
     said,
@@ -48,17 +51,19 @@ def device_path(path: Path, device: int) -> Path:
 @click.argument("trace")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv", "md"]),
               default="text", show_default=True)
-@click.option("--table", type=click.Choice(report_mod.TABLES), default="steps",
-              show_default=True, help="The table --format csv prints: one row a step, a gap, "
-                                      "a stream, a sync site, or a step's host row (and "
-                                      "device).")
+@click.option("--table", type=click.Choice(report_mod.TABLES), default=None,
+              help="The one table --format csv or json prints: one row a step (csv's default), "
+                   "a gap, a stream, a sync site, or a step's host row (and device); json "
+                   "without it: every table.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Also draw the timeline, per-step bars and where the idle time is (gaps by "
-                   "length) into this PNG.")
+                   "length) into this file: .png, .svg or .pdf.")
 @perfetto_option
 @db_option
+@force_option
 @pattern_options
-def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_pattern, device):
+def analyze(trace, fmt, table, plot, perfetto, db_path, force, step_pattern, check_pattern,
+            device):
     """Analyse one TRACE: an nsys .sqlite export (as it is, .sqlite.gz or .sqlite.xz), a
     torch.profiler trace (.json, .json.gz) or a run directory (capture.sqlite + run.json).
 
@@ -67,28 +72,40 @@ def analyze(trace, fmt, table, plot, perfetto, db_path, step_pattern, check_patt
         gapscope analyze capture.sqlite --format json
         gapscope analyze traces/<UTC>-static/ --perfetto static.json   # ui.perfetto.dev
     """
-    check_outputs(db_path, plot=plot, perfetto=perfetto)
+    if table is not None and fmt not in ("csv", "json"):
+        raise GapscopeError(f"--table {table}: it picks the table of --format csv or json; "
+                            f"--format {fmt} prints every table")
+    inputs = input_files([trace])
+    check_stdout(inputs)
+    check_outputs(inputs, force, db_path, plot=plot, perfetto=perfetto)
     with said():
         analyses = api.open(trace, step_pattern, check_pattern, device)
     run = analyses[0].run
-    say_step_notes(run.label, step_pattern, analyses)
+    say_step_notes(run.label, analyses)
+    plots = []
+    if plot:
+        plots = [(a, Path(plot) if len(analyses) == 1 else device_path(Path(plot), a.device))
+                 for a in analyses]
+        if len(plots) > 1:  # FILE-deviceN.png each: checked before anything is written
+            for _, path in plots:
+                check_outputs(inputs, force, plot=str(path))
     if fmt == "json":
         # Written as they are: click.echo would scan every chunk for terminal colour codes.
-        for chunk in report_mod.json_chunks(analyses):
-            sys.stdout.write(chunk)
+        with said():
+            for chunk in report_mod.json_chunks(analyses, table):
+                sys.stdout.write(chunk)
     elif fmt == "csv":
         with said():
-            for chunk in report_mod.csv_chunks(analyses, table):
+            for chunk in report_mod.csv_chunks(analyses, table or "steps"):
                 sys.stdout.write(chunk)
     elif fmt == "md":
         click.echo(report_mod.to_markdown(run.label, analyses), nl=False)
     else:
         click.echo(report_mod.to_text(run.label, analyses, analyses[0].source))
-    if plot:
+    if plots:
         from ..render.plots import plot_analysis
 
-        for a in analyses:
-            path = Path(plot) if len(analyses) == 1 else device_path(Path(plot), a.device)
+        for a, path in plots:
             write(lambda p, a=a: plot_analysis(a, run.label, p, run.untraced_ms_per_step()),
                   path)
             click.echo(f"gapscope: wrote {path}", err=True)

@@ -143,16 +143,20 @@ def perfetto_option(f):
              "chrome://tracing.")(f)
 
 
-def step_notes(pattern: str, steps, steps_from: str | None = "nvtx") -> list:
-    """What a steps pattern did that its user may not have meant, one line each: steps numbered
-    by position (no group), or ranges of several kinds of name taken as steps (too loose).
-    None for steps inferred from the trace (`--steps infer`: no range taken) or a function's
-    calls (numbered by their order, their names have no number)."""
-    if steps_from in ("inferred", "function"):
+def step_notes(summary: dict, steps) -> list:
+    """What a steps pattern did that its user may not have meant, one line each, from what the
+    analysis says it did (summary's step_pattern, step_numbers, steps_from): steps numbered in
+    order (the names gave no number), or ranges of several kinds of name taken as steps (too
+    loose). None for steps inferred from the trace or a function's calls (numbered in order,
+    their names have no number)."""
+    if summary.get("steps_from") in ("inferred", "function"):
         return []
+    pattern = summary.get("step_pattern", "")
     notes = []
-    if re.compile(pattern).groups == 0:
-        notes.append(f"the steps pattern '{pattern}' has no group, so the steps are numbered "
+    if summary.get("step_numbers") == "order":
+        why = ("has no group" if re.compile(pattern).groups == 0
+               else "takes no number from some of the names")
+        notes.append(f"the steps pattern '{pattern}' {why}, so the steps are numbered "
                      f"{steps['step'].min()} to {steps['step'].max()} in the order they start; "
                      r"a group such as '^Step (\d+)$' takes the numbers in their names")
     shapes = name_shapes(steps["name"])
@@ -164,50 +168,81 @@ def step_notes(pattern: str, steps, steps_from: str | None = "nvtx") -> list:
     return notes
 
 
-def say_step_notes(label: str, step_pattern: str | None, analyses: list) -> None:
-    """The notes on the steps pattern the run was analysed with (`step_pattern`: the one given,
-    else run.json's, else the default)."""
-    from ..api import run_options
-
-    pattern = run_options(analyses[0].run, step_pattern, None, None).step_pattern
-    for note in step_notes(pattern, analyses[0].steps, analyses[0].summary.get("steps_from")):
+def say_step_notes(label: str, analyses: list) -> None:
+    """The notes on the steps pattern the run was analysed with (step_notes)."""
+    for note in step_notes(analyses[0].summary, analyses[0].steps) + check_notes(
+            analyses[0].summary):
         click.echo(f"gapscope: note: {label}: {note}", err=True)
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
+def check_notes(summary: dict) -> list:
+    """A check pattern given (--check, or run.json's) that matched no range: said, since the
+    stop-check cover is then missing (the default pattern matching nothing is said in the
+    report's streams line only: most programs have no such range)."""
+    from ..measures.steps import DEFAULT_CHECK_PATTERN
+
+    pattern = summary.get("check_pattern")
+    if summary.get("checks") != 0 or pattern in (None, DEFAULT_CHECK_PATTERN):
+        return []
+    return [f"the check pattern '{pattern}' matches no range, so there is no stop-check cover; "
+            "`gapscope ranges TRACE` lists the range names"]
 
 
-def check_outputs(db: str | None = None, **files) -> None:
-    """Each output a command was given, before any work (an analysis of minutes lost to a
-    typo in its last option): its folder exists and is one, the path is no folder, a database
-    that exists is a SQLite file. `files`: the option's name (plot=...) -> its path or None."""
-    import os
+def force_option(f):
+    return click.option(
+        "--force", is_flag=True,
+        help="Replace output files that exist (without it, an existing output is refused and "
+             "nothing is written). An input is never written, even with --force.")(f)
 
-    named = {f"--{k.replace('_', '-')}": v for k, v in files.items() if v}
-    if db:
-        named["--db"] = db
-    for option, value in named.items():
-        path = Path(value)
-        folder = path.parent if str(path.parent) else Path(".")
-        if path.is_dir():
-            raise GapscopeError(f"{option} {path}: is a folder; name a file in it")
-        if not folder.is_dir():
-            raise GapscopeError(f"{option} {path}: no folder {folder} to write it in")
-        if not os.access(folder, os.W_OK):
-            raise GapscopeError(f"{option} {path}: cannot write in {folder}")
-    if db and Path(db).is_file():
-        with open(db, "rb") as f:
-            if Path(db).stat().st_size and f.read(16) != SQLITE_HEADER:
-                raise GapscopeError(f"--db {db}: not a SQLite file (a results database is one: "
-                                    "name a new file, or one `--db` wrote)")
+
+def input_files(traces) -> list:
+    """The files the TRACES arguments stand for (outputs.input_files of each; TRACE:REGEX read
+    as TRACE), before any of them is analysed."""
+    from ..outputs import input_files as files
+
+    found = []
+    with said():
+        for trace in traces:
+            found += files(split_pattern(trace)[0])
+    return found
+
+
+def check_stdout(inputs) -> None:
+    from ..outputs import check_stdout as check
+
+    with said():
+        check(inputs)
+
+
+def check_outputs(inputs, force: bool, db: str | None = None, db_what: str = "--db",
+                  **files) -> None:
+    """Each output a command was given, before any work (outputs.py: not an input, its format
+    by its extension, an existing file only with --force, its folder there and writable).
+    `files`: the option's name (plot=...) -> its path or None; `db`: --db, added to."""
+    from ..outputs import (
+        PERFETTO_FORMATS,
+        PLOT_FORMATS,
+        check_database,
+        check_output,
+    )
+
+    formats = {"plot": PLOT_FORMATS, "hardware_plot": PLOT_FORMATS, "perfetto": PERFETTO_FORMATS}
+    with said():
+        for name, value in files.items():
+            if value:
+                check_output(value, f"--{name.replace('_', '-')}", inputs, replace=force,
+                             formats=formats[name])
+        if db:
+            check_database(db, db_what, inputs)
 
 
 def write(draw, path: Path) -> None:
-    """draw(path), an unwritable path said in one line."""
-    try:
-        draw(path)
-    except OSError as e:
-        raise GapscopeError(f"{path}: cannot write ({e.strerror or e})") from None
+    """draw(path) whole or not at all (outputs.write_atomic), an unwritable path said in one
+    line."""
+    from ..outputs import write_atomic
+
+    with said():
+        write_atomic(path, draw)
 
 
 def split_pattern(arg: str) -> tuple:

@@ -6,8 +6,8 @@ import sqlite3
 import click
 
 from ..store.database import Database
-from .base import Command, GapscopeError, Group, pattern_options
-from .inputs import inputs
+from .base import Command, GapscopeError, Group, check_outputs, pattern_options
+from .inputs import open_planned, plan
 
 
 def store_runs(db_path, labelled: list) -> None:
@@ -46,5 +46,8 @@ def db_add(database, traces, step_pattern, check_pattern, device):
         gapscope db add runs.db traces/*/
         sqlite3 runs.db "SELECT label, bubble_ns_median FROM runs"
     """
-    labels, per_run = inputs(traces, step_pattern, check_pattern, device)
-    store_runs(database, list(zip(labels, per_run, strict=True)))
+    planned = plan(traces, step_pattern, check_pattern, device)
+    # Never an input, nor a SQLite file gapscope did not write (an nsys export).
+    check_outputs(planned.files, False, database, "DATABASE")
+    per_run = open_planned(planned)
+    store_runs(database, list(zip(planned.labels, per_run, strict=True)))

@@ -13,7 +13,7 @@ from ..capture.profile import run_profile
 from ..capture.profile_request import DEFAULT_TWIN_RUNS, ProfileError, Request
 from ..capture.profile_twin import note
 from ..measures.steps import DEFAULT_CHECK_PATTERN
-from .compare import report
+from .report import report
 
 
 class Failed(click.ClickException):

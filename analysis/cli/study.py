@@ -9,7 +9,7 @@ import click
 from ..errors import TraceError
 from ..study.parts import PART_HELP, PARTS, StudyError, write_part
 from ..study.results import write_results
-from .base import Command, GapscopeError
+from .base import Command, GapscopeError, check_outputs, force_option, input_files, said
 from .db import store_runs
 
 
@@ -38,7 +38,8 @@ from .db import store_runs
     + "; ".join(f"{k}: {v}" for k, v in PART_HELP.items())
     + ". `python -m analysis.study.publish` makes every part of docs/RESULTS.md.",
 )
-def study(study, out, notes, db_path, part):
+@force_option
+def study(study, out, notes, db_path, part, force):
     """Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, or any
     directory of run directories (every run under it, analysed in parallel).
 
@@ -53,6 +54,19 @@ def study(study, out, notes, db_path, part):
         raise GapscopeError(
             f"{study}: not a directory; pass the study directory of scripts/study.sh"
         )
+    # Before any work: RESULTS.md replaced only with --force (--part rewrites its own part of
+    # it), never a file the study reads; the notes a regular file; --db a results database.
+    from ..outputs import check_input, check_output
+
+    files = input_files([str(study)])
+    with said():
+        if notes is not None:
+            check_input(notes, "a Markdown file of notes")
+        if out.exists() and not out.is_dir():
+            raise GapscopeError(f"-o {out}: not a folder; name a folder for RESULTS.md")
+        if out.is_dir():
+            check_output(out / "RESULTS.md", "-o", files, replace=force or part is not None)
+    check_outputs(files, force, str(db_path) if db_path else None)
     try:
         if part:
             path, analyses = write_part(study, out, part), {}

@@ -70,7 +70,7 @@ def with_untraced_calls(calls: list, steps: pd.DataFrame) -> list:
     none of them."""
     if not calls or "untraced_period_ns" not in steps:
         return calls
-    start, thread = steps["cpu_start"].to_numpy(), steps["thread"].astype(str).to_numpy()
+    start, thread = steps["cpu_start_ns"].to_numpy(), steps["thread"].astype(str).to_numpy()
     out = []
     for c in calls:
         mine = (thread == c["thread"]) & (start >= c["start_ns"]) & (start < c["end_ns"])

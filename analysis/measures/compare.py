@@ -69,8 +69,9 @@ def compare(labels: list, analyses: list, runs: list) -> pd.DataFrame:
                "period_ns_median_by_thread": (
                    {str(k): v for k, v in threads["period_ns_median"].items()}
                    if len(threads) else None),
-               "gpu_util": s["gpu_util"], "bubble_ns_p90": s["bubble_ns_p90"],
-               "sync_idle_share": s["sync_idle_share"]}
+               "busy_share_of_window": s["busy_share_of_window"],
+               "bubble_ns_p90": s["bubble_ns_p90"],
+               "sync_idle_share_of_window": s["sync_idle_share_of_window"]}
         for column, key in COMPARED.items():
             row[key] = s[key]
             b, base = boot[column], boots[0][column]
@@ -230,7 +231,8 @@ def _group_names(firsts: list) -> list:
     config values that tell it from the others where two share a label (`static batch=8`,
     `static batch=2`, `fused cuda_graph_trace=node`)."""
     configs = [_config(r, a) or {} for a, r in firsts]
-    labels = [r.label for _, r in firsts]
+    # A configuration is named by its variant (run.json's), not by its first run's own label.
+    labels = [r.variant or r.label for _, r in firsts]
     out = []
     for label, c in zip(labels, configs, strict=True):
         same = [d for d, other in zip(configs, labels, strict=True) if other == label]

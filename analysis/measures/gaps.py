@@ -4,11 +4,13 @@ For a gap [a, b) with n the op that ends it, L its launch call, T the thread of 
 
     device  ==op==|.................. gap ..................|==n==
     thread T   [ blocking call (wait) ]   python ...  [launch L]
-                  <------ wait_ns ---->  <- host_ns ->  <launch_ns>
+           <-- idle_blocked_ns --> <- idle_pre_launch_ns -> <idle_in_launch_ns>
 
-wait_ns: from a until T returns from the blocking calls it was already in when the device
-drained at a (at most until it launched n); launch_ns: from max(a, L.start) to b; host_ns: the
-rest. cause: sync if wait_ns > 0, else host if L.start >= a, else queued; unknown without L.
+The ledger (what the host was doing), LEDGER's parts: blocked (idle_blocked_ns): from a until T
+returns from the blocking calls it was already in when the device drained at a (at most until
+it launched n); in launch (idle_in_launch_ns): from max(a, L.start) to b; pre-launch
+(idle_pre_launch_ns): the rest. The cause (one word a gap): sync if it has blocked time, else
+host if L.start >= a, else queued; unknown without L.
 
 Only a wait that spans the drain is the sync's: a blocking call T enters after a returns at once
 (the device is already idle), so the GPU starved on the host, not on the sync (the two-stream
@@ -21,6 +23,10 @@ import numpy as np
 import pandas as pd
 
 CAUSES = ("sync", "host", "queued", "unknown")
+# The ledger's parts (what the host was doing while the GPU idled): summary.idle_ledger's keys;
+# a gap's and a step's columns are idle_<part>_ns.
+LEDGER = ("blocked", "pre_launch", "in_launch")
+LEDGER_COLUMNS = tuple(f"idle_{part}_ns" for part in LEDGER)
 SYNC, HOST, QUEUED, UNKNOWN = range(len(CAUSES))
 
 
@@ -48,7 +54,8 @@ NEXT_OP_COLUMNS = {"stream": "next_stream", "corr": "next_corr", "kind": "next_k
 
 
 def split_gaps(gaps: dict, blocking: pd.DataFrame) -> dict:
-    """Adds wait_ns, launch_ns, host_ns (summing to gap_ns) and cause (codes into CAUSES)."""
+    """Adds the ledger's columns (LEDGER_COLUMNS, summing to gap_ns) and cause (codes into
+    CAUSES)."""
     a, b = gaps["start_ns"], gaps["end_ns"]
     tid, launch = gaps["tid"], gaps["launch_start_ns"]
     known = launch >= 0
@@ -69,9 +76,9 @@ def split_gaps(gaps: dict, blocking: pd.DataFrame) -> dict:
     launch_ns = np.where(known, b - from_launch, 0)
     cause = np.where(wait > 0, SYNC, np.where(launch >= a, HOST, QUEUED))
     return gaps | {
-        "wait_ns": wait,
-        "launch_ns": launch_ns,
-        "host_ns": gaps["gap_ns"] - wait - launch_ns,
+        "idle_blocked_ns": wait,
+        "idle_pre_launch_ns": gaps["gap_ns"] - wait - launch_ns,
+        "idle_in_launch_ns": launch_ns,
         "cause": np.where(known, cause, UNKNOWN).astype(np.int8),
     }
 
@@ -82,7 +89,7 @@ def gaps_by_step(gaps: dict, steps: pd.DataFrame, thread_of: dict | None = None)
     Where several threads have steps (`thread_of`: tid -> the steps' `thread` label), a gap
     goes to a step of the thread that launched the op ending it, by that thread's periods (the
     last step's where it ends after them); a gap launched from no step's thread, by all steps."""
-    ends = steps["gpu_end"].to_numpy(dtype=np.float64, na_value=-np.inf)
+    ends = steps["gpu_end_ns"].to_numpy(dtype=np.float64, na_value=-np.inf)
     boundary = np.maximum.accumulate(ends)
     position = np.searchsorted(boundary, gaps["end_ns"], side="left")
     thread = steps["thread"].to_numpy() if "thread" in steps.columns else None

@@ -45,11 +45,11 @@ def is_forward(name: str) -> bool:
 
 
 def host_periods(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per step range (steps' index): host_start, host_end, paused (cut at its own end: a pause
-    follows, or nothing does). Steps by start within each thread."""
+    """Per step range (steps' index): host_start_ns, host_end_ns, paused (cut at its own end:
+    a pause follows, or nothing does). Steps by start within each thread."""
     out = pd.DataFrame(index=steps.index)
-    out["host_start"] = steps["start"].to_numpy()
-    out["host_end"] = steps["end"].to_numpy()
+    out["host_start_ns"] = steps["start"].to_numpy()
+    out["host_end_ns"] = steps["end"].to_numpy()
     out["paused"] = True
     for _, group in steps.groupby("tid", sort=False):
         group = group.sort_values("start", kind="stable")
@@ -62,7 +62,7 @@ def host_periods(steps: pd.DataFrame) -> pd.DataFrame:
         typical = np.median(period)
         follows = gap <= typical
         idx = group.index.to_numpy()[:-1]
-        out.loc[idx[follows], "host_end"] = next_start[follows]
+        out.loc[idx[follows], "host_end_ns"] = next_start[follows]
         out.loc[idx, "paused"] = ~follows
     return out
 
@@ -120,7 +120,7 @@ def _coverages(trace, tid: int) -> tuple:
 def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
     """(per step, per row) for the step ranges `steps` (start, end, tid, index, thread, name):
 
-    per step: step, thread, tid, host_start, host_end, host_period_ns, paused, named_ns,
+    per step: step, thread, tid, host_start_ns, host_end_ns, host_period_ns, paused, named_ns,
               python_ns, cuda_ns, sync_ns, forward_ns (the forward's python and cuda time,
               inclusive), forward_python_ns (its python part)
     per row:  step, thread, row, calls, python_ns, cuda_ns, sync_ns, ns, forward_ns (the part
@@ -134,13 +134,13 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
     for tid, group in steps.groupby("tid", sort=False):
         mine = ranges[(ranges["tid"].to_numpy() == tid)
                       & ~ranges["name"].isin(NOT_CODE).to_numpy()].reset_index(drop=True)
-        lo = int(periods.loc[group.index, "host_start"].min())
-        hi = int(periods.loc[group.index, "host_end"].max())
+        lo = int(periods.loc[group.index, "host_start_ns"].min())
+        hi = int(periods.loc[group.index, "host_end_ns"].max())
         mine = mine[(mine["end"].to_numpy() > lo) & (mine["start"].to_numpy() < hi)]
         mine = mine.reset_index(drop=True)
         points, owners, fwd = _thread_segments(mine)
-        h_start = periods.loc[group.index, "host_start"].to_numpy()
-        h_end = periods.loc[group.index, "host_end"].to_numpy()
+        h_start = periods.loc[group.index, "host_start_ns"].to_numpy()
+        h_end = periods.loc[group.index, "host_end_ns"].to_numpy()
         cuts = np.unique(np.concatenate([points, h_start, h_end]))
         at = np.searchsorted(points, cuts, side="right") - 1
         if len(points):
@@ -194,7 +194,7 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
     named = table["kind"].to_numpy() == "code"
     grouped = table.groupby("step_index")
     per = periods.loc[steps.index].copy()
-    per["host_period_ns"] = per["host_end"] - per["host_start"]
+    per["host_period_ns"] = per["host_end_ns"] - per["host_start_ns"]
     for part in ("python_ns", "cuda_ns", "sync_ns", "forward_ns", "forward_python_ns"):
         per[part] = grouped[part].sum().reindex(per.index, fill_value=0).to_numpy()
     per["named_ns"] = table.loc[named].groupby("step_index")["ns"].sum().reindex(
@@ -211,7 +211,7 @@ def host_table(trace, steps: pd.DataFrame, own_step_range: bool) -> tuple:
 
 
 def _empty_steps() -> pd.DataFrame:
-    columns = ["step_index", "step", "thread", "tid", "host_start", "host_end", "paused",
+    columns = ["step_index", "step", "thread", "tid", "host_start_ns", "host_end_ns", "paused",
                "host_period_ns",
                "python_ns", "cuda_ns", "sync_ns", "forward_ns", "forward_python_ns", "named_ns"]
     return pd.DataFrame({c: pd.Series(dtype=object if c == "thread" else np.int64)

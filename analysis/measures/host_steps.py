@@ -31,14 +31,14 @@ def why_not(summary: dict, rows: pd.DataFrame, api_seen: bool) -> str | None:
 
 def host_busy(per_step: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     """Each step's GPU busy time over the work its host period launched: the union of the ops
-    whose launch call starts in [host_start, host_end) on the step's thread (a generate()
+    whose launch call starts in [host_start_ns, host_end_ns) on the step's thread (a generate()
     step's processors and sampling too, which lie outside the forward's range)."""
     busy = np.zeros(len(per_step))
     call, tid = ops["call_start"].to_numpy(), ops["tid"].to_numpy()
     for thread_tid, group in per_step.groupby("tid", sort=False):
-        order = np.argsort(group["host_start"].to_numpy(), kind="stable")
-        starts = group["host_start"].to_numpy()[order]
-        ends = group["host_end"].to_numpy()[order]
+        order = np.argsort(group["host_start_ns"].to_numpy(), kind="stable")
+        starts = group["host_start_ns"].to_numpy()[order]
+        ends = group["host_end_ns"].to_numpy()[order]
         mine = np.flatnonzero((tid == thread_tid) & (call >= 0))
         j = np.searchsorted(starts, call[mine], side="right") - 1
         jj = np.clip(j, 0, None)

@@ -50,6 +50,8 @@ def classify(name: str) -> str:
 
 def op_names(ops: pd.DataFrame, strings: dict) -> pd.Series:
     """The ops' names (analysis.readers.trace.op_names) as a Series aligned with `ops`."""
+    if "name" in ops.columns:  # Analysis.ops carry their names
+        return pd.Series(ops["name"].to_numpy(), index=ops.index)
     names = trace_op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
     return pd.Series(names, index=ops.index)
 
@@ -59,7 +61,7 @@ def name_table(ops: pd.DataFrame, names: pd.Series, steps: int) -> pd.DataFrame:
     time_ns (their summed GPU time), ops_per_step, time_ns_per_step (over `steps` steps) and
     share (of the ops' summed GPU time); the longest in all first."""
     frame = pd.DataFrame({"name": names.to_numpy(),
-                          "dur_ns": ops["end"].to_numpy() - ops["start"].to_numpy()})
+                          "dur_ns": ops["end_ns"].to_numpy() - ops["start_ns"].to_numpy()})
     table = frame.groupby("name")["dur_ns"].agg(ops="size", time_ns="sum")
     table["ops_per_step"] = table["ops"] / steps
     table["time_ns_per_step"] = table["time_ns"] / steps
@@ -73,8 +75,9 @@ def op_classes(ops: pd.DataFrame, names: pd.Series, full_names: pd.DataFrame | N
     classes = names.map(lambda n: n if n.startswith("[") else classify(n))
     if full_names is None or not len(full_names):
         return classes
-    full = ops[["start", "corr"]].merge(full_names.drop_duplicates(["start", "corr"]),
-                                        on=["start", "corr"], how="left")["full_name"]
+    full = ops[["start_ns", "corr"]].merge(
+        full_names.drop_duplicates(["start", "corr"]).rename(columns={"start": "start_ns"}),
+        on=["start_ns", "corr"], how="left")["full_name"]
     by_full = full.fillna("").map(classify).set_axis(ops.index)
     return classes.where(classes != "other", by_full)
 
@@ -90,7 +93,7 @@ def kernel_table(
     """One row a class: ops and GPU time per step, share of the busy time, and where bytes are
     known, achieved bandwidth against the copy rate. `ops`: those of `steps` steps."""
     classes = op_classes(ops, names, full_names)
-    dur_ns = ops["end"].to_numpy() - ops["start"].to_numpy()
+    dur_ns = ops["end_ns"].to_numpy() - ops["start_ns"].to_numpy()
     frame = pd.DataFrame({"class": classes.to_numpy(), "dur_ns": dur_ns})
     table = frame.groupby("class")["dur_ns"].agg(ops="size", time_ns="sum")
     table["ops_per_step"] = table["ops"] / steps

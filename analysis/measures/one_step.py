@@ -11,8 +11,6 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..measures.gaps import CAUSES
-from ..measures.steps import thread_labels
-from ..readers.trace import OP_KIND_NAMES, op_names
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,16 +38,29 @@ class StepView:
                 f"{len(self.gaps)} gaps: {causes} ms")
 
 
-def named(ops: pd.DataFrame, strings: dict) -> pd.DataFrame:
-    """The ops with `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`) and `kind` as
-    the words `kernel`, `memcpy`, `memset`, `graph`."""
-    kinds = {k: v.strip("[]") for k, v in OP_KIND_NAMES.items()}
-    return ops.assign(name=op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings),
-                      kind=ops["kind"].map(kinds))
+def named(ops: pd.DataFrame, strings: dict | None = None) -> pd.DataFrame:
+    """The ops, which carry their `name` (a kernel's name, `[memcpy]`, `[memset]`, `[graph]`)
+    and `kind` (`kernel`, `memcpy`, `memset`, `graph`) as words (summary.public_ops):
+    Analysis.named_ops, kept for the code that called it."""
+    return ops
 
 
-def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, strings: dict,
-             thread_names: dict, step: int, thread: str | None = None) -> StepView:
+def step_number(number) -> int:
+    """A step's number as given (`40`, `"40"`, numpy's ints), else one line."""
+    if isinstance(number, bool):
+        raise TraceError(f"step {number!r}: a step is named by its number, e.g. step(40)")
+    try:
+        value = int(str(number).strip()) if isinstance(number, str) else int(number)
+    except (TypeError, ValueError):
+        raise TraceError(f"step {number!r}: a step is named by its number, e.g. step(40) "
+                         "(METRICS.md, \"Step numbers\")") from None
+    if not isinstance(number, str) and value != number:
+        raise TraceError(f"step {number!r}: a step number is a whole number")
+    return value
+
+
+def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, step: int,
+             thread: str | None = None) -> StepView:
     """Step number `step` (of `thread`, where several threads number their steps alike): its
     row, its ops named, its gaps. With several threads, an op is the step's when its launch
     thread is the step's (labelled as steps.thread_labels labels it), a gap when the op ending
@@ -69,13 +80,11 @@ def one_step(steps: pd.DataFrame, ops: pd.DataFrame, gaps: pd.DataFrame, strings
     mine = ops[ops["step"].to_numpy() == step]
     own = gaps[gaps["step"].to_numpy() == step]
     if steps["thread"].nunique() > 1:
-        # Labelled among the threads that launched the steps' ops, as the steps' threads are.
-        labels = thread_labels(ops.loc[ops["step"].to_numpy() >= 0, "tid"].unique(),
-                               thread_names)
-        mine = mine[mine["tid"].map(labels).to_numpy() == row["thread"]]
-        by = own["tid"].map(labels).to_numpy()
-        period = (own["start_ns"] >= row["gpu_end"] - row["period_ns"]).to_numpy() & \
-            (own["end_ns"] <= row["gpu_end"]).to_numpy()
+        # The ops and gaps carry their launch thread's label, as the steps' threads are named.
+        mine = mine[mine["thread"].to_numpy() == row["thread"]]
+        by = own["thread"].to_numpy()
+        period = (own["start_ns"] >= row["gpu_end_ns"] - row["period_ns"]).to_numpy() & \
+            (own["end_ns"] <= row["gpu_end_ns"]).to_numpy()
         own = own[(by == row["thread"]) | (~pd.Series(by).isin(steps["thread"]).to_numpy()
                                             & period)]
-    return StepView(row, named(mine.reset_index(drop=True), strings), own.reset_index(drop=True))
+    return StepView(row, mine.reset_index(drop=True), own.reset_index(drop=True))

@@ -27,11 +27,13 @@ COLLECTIVE = re.compile(r"nccl|AllReduce")
 def collectives(ops: pd.DataFrame, strings: dict, steps: pd.DataFrame) -> pd.DataFrame:
     """One rank's collective kernels: step, k (0, 1, ... by start within the step), start, end.
     A collective belongs to the step whose GPU span [gpu_start, gpu_end] holds its start."""
-    names = op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
+    names = (ops["name"].to_numpy(dtype=object) if "name" in ops.columns  # Analysis.ops
+             else op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings))
+    ops = ops.rename(columns={"start_ns": "start", "end_ns": "end"})
     mine = ops[[bool(COLLECTIVE.search(n)) for n in names]].sort_values(["start", "corr"])
-    spans = steps.dropna(subset=["gpu_start"]).sort_values("gpu_start")
-    lo = spans["gpu_start"].to_numpy(dtype=np.int64)
-    hi = spans["gpu_end"].to_numpy(dtype=np.int64)
+    spans = steps.dropna(subset=["gpu_start_ns"]).sort_values("gpu_start_ns")
+    lo = spans["gpu_start_ns"].to_numpy(dtype=np.int64)
+    hi = spans["gpu_end_ns"].to_numpy(dtype=np.int64)
     start = mine["start"].to_numpy(dtype=np.int64)
     j = np.searchsorted(lo, start, side="right") - 1
     inside = (j >= 0) & (start <= hi[np.clip(j, 0, None)])

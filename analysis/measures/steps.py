@@ -55,8 +55,10 @@ def compile_pattern(pattern: str, option: str) -> re.Pattern:
 
 
 def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
-    """Ranges whose name matches, sorted by start, with `index` from the pattern's first group
-    (when it is a number) or their position among their thread's matches."""
+    """Ranges whose name matches, sorted by start, with `index`, the step number (the one rule,
+    METRICS.md "Step numbers"): the number the pattern's first group takes from each name,
+    where every name gives one; else (no group, or a group that is not a number in some name)
+    the range's position among its thread's matches, from 1."""
     matches = [pattern.search(name) for name in ranges["name"]]
     hit = np.array([m is not None for m in matches], dtype=bool)
     out = ranges[hit].copy()
@@ -64,10 +66,8 @@ def match_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
     numbers = [m.group(1) if m.re.groups else None for m in groups]
     out["index"] = [int(n) if n is not None and n.isdigit() else -1 for n in numbers]
     out = outermost(out).sort_values(["start", "end"], kind="stable").reset_index(drop=True)
-    unnumbered = out["index"].to_numpy() < 0
-    if unnumbered.any():
-        position = out.groupby("tid", sort=False).cumcount().to_numpy()
-        out["index"] = np.where(unnumbered, position, out["index"].to_numpy())
+    if (out["index"].to_numpy() < 0).any():
+        out["index"] = out.groupby("tid", sort=False).cumcount().to_numpy() + 1
     return out
 
 
@@ -97,21 +97,28 @@ def is_function_trace(steps: pd.DataFrame) -> bool:
 
 
 def match_steps(ranges: pd.DataFrame, pattern: str) -> tuple:
-    """(the step ranges, where they came from: "nvtx", "function" or "profiler_step"); with the
-    default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N` ranges instead, else
-    the function trace's ranges of transformers' causal-LM forwards.
-    Function-trace ranges are numbered 1, 2, ... by their order within their thread (their
-    names carry no number). Empty where nothing matches."""
+    """(the step ranges, where they came from: {"steps_from": "nvtx", "function" or
+    "profiler_step", "step_pattern": the pattern that took them, "step_numbers": "name" or
+    "order"}); with the default pattern and no `Step N` range, prof.step()'s `ProfilerStep#N`
+    ranges instead, else the function trace's ranges of transformers' causal-LM forwards.
+    Numbers: match_ranges' rule; function-trace ranges are numbered 1, 2, ... by their order
+    within their thread (their names carry no number). Empty where nothing matches."""
     steps = match_ranges(ranges, compile_pattern(pattern, "--steps"))
-    source = "nvtx"
+    source, used = "nvtx", pattern
     if steps.empty and pattern == DEFAULT_STEP_PATTERN:
-        steps, source = match_ranges(ranges, re.compile(PROFILER_STEP_PATTERN)), "profiler_step"
+        used = PROFILER_STEP_PATTERN
+        steps, source = match_ranges(ranges, re.compile(used)), "profiler_step"
     if steps.empty and pattern == DEFAULT_STEP_PATTERN:
-        steps = match_ranges(ranges, re.compile(FORWARD_STEP_PATTERN))
+        used = FORWARD_STEP_PATTERN
+        steps = match_ranges(ranges, re.compile(used))
     if is_function_trace(steps):
         steps["index"] = steps.groupby("tid", sort=False).cumcount().to_numpy() + 1
         source = "function"
-    return steps, source
+    regex = re.compile(used)
+    by_name = (source != "function" and regex.groups > 0 and not steps.empty
+               and all((regex.search(n).group(1) or "").isdigit() for n in steps["name"]))
+    return steps, {"steps_from": source, "step_pattern": used,
+                   "step_numbers": "name" if by_name else "order"}
 
 
 def no_steps_error(ranges: pd.DataFrame, pattern: str) -> TraceError:
@@ -134,6 +141,19 @@ def thread_labels(tids, names: dict) -> dict:
     return out
 
 
+def all_thread_labels(steps: pd.DataFrame, tids, names: dict) -> dict:
+    """tid -> label of every thread in `tids` (an op's, a gap's): a thread with steps by its
+    steps' label, any other by thread_labels among the others, its OS thread id added where the
+    name is a steps' thread's label too; -1 (no launch call) `unknown`."""
+    own = dict(zip(steps["tid"].astype(np.int64), steps["thread"], strict=True))
+    others = thread_labels([t for t in set(int(t) for t in tids) if t not in own and t >= 0],
+                           names)
+    taken = set(own.values())
+    out = {t: (f"{label} ({t & TID_MASK})" if label in taken and not label.endswith(")")
+               else label) for t, label in others.items()}
+    return {-1: "unknown", **out, **own}
+
+
 def with_threads(steps: pd.DataFrame, names: dict) -> pd.DataFrame:
     """The steps with `thread`, the label of the thread that opened each range."""
     labels = thread_labels(steps["tid"], names)
@@ -142,15 +162,16 @@ def with_threads(steps: pd.DataFrame, names: dict) -> pd.DataFrame:
 
 def step_ranges(trace, pattern: str) -> tuple:
     """(the step ranges, each with its thread's label, and where they came from:
-    {"steps_from", "steps_inferred_by"}). Ranges matching the pattern (match_steps); with the
+    {"steps_from", "step_pattern", "step_numbers", "steps_inferred_by"}). Ranges matching the
+    pattern (match_steps); with the
     default pattern and none, or with `--steps infer`, steps inferred from the trace."""
     if pattern != INFER:
-        steps, source = match_steps(trace.ranges, pattern)
+        steps, origin = match_steps(trace.ranges, pattern)
         if not steps.empty:
-            functions = sorted(set(steps["name"])) if source == "function" else None
-            return (with_threads(steps, trace.thread_names),
-                    {"steps_from": source, "steps_inferred_by": None,
-                     "step_functions": functions})
+            functions = (sorted(set(steps["name"])) if origin["steps_from"] == "function"
+                         else None)
+            return with_threads(steps, trace.thread_names), origin | {
+                "steps_inferred_by": None, "step_functions": functions}
         if pattern != DEFAULT_STEP_PATTERN or trace.ops.empty:
             raise no_steps_error(trace.ranges, pattern)
     if trace.ops.empty:
@@ -171,7 +192,8 @@ def step_ranges(trace, pattern: str) -> tuple:
         by = next(iter(how.values()))
     else:
         by = "; ".join(f"thread {labels[t]}: {text}" for t, text in how.items())
-    return steps, {"steps_from": "inferred", "steps_inferred_by": by}
+    return steps, {"steps_from": "inferred", "step_pattern": INFER, "step_numbers": "order",
+                   "steps_inferred_by": by}
 
 
 # The no-match message shows this many kinds of range name, the most frequent first.
@@ -243,8 +265,8 @@ def host_steps(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "step": steps["index"].to_numpy(),
         "name": steps["name"].to_numpy(),
-        "cpu_start": steps["start"].to_numpy(),
-        "cpu_end": steps["end"].to_numpy(),
+        "cpu_start_ns": steps["start"].to_numpy(),
+        "cpu_end_ns": steps["end"].to_numpy(),
         "cpu_ns": (steps["end"] - steps["start"]).to_numpy(),
         "thread": steps["thread"].to_numpy(),
         # Tokens each step added, where the capture marks them (measures/draft.py).
@@ -265,11 +287,11 @@ def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) ->
     gpu_end = grouped["end"].max().reindex(steps.index).to_numpy()
     busy = union_ns_by_group(mine["step"].to_numpy(), mine["start"].to_numpy(),
                              mine["end"].to_numpy()).reindex(steps.index).to_numpy()
-    table["gpu_start"] = pd.array(np.where(has, gpu_start, 0), dtype="Int64")
-    table["gpu_end"] = pd.array(np.where(has, gpu_end, 0), dtype="Int64")
+    table["gpu_start_ns"] = pd.array(np.where(has, gpu_start, 0), dtype="Int64")
+    table["gpu_end_ns"] = pd.array(np.where(has, gpu_end, 0), dtype="Int64")
     table["busy_ns"] = pd.array(np.where(has, busy, 0), dtype="Int64")
-    table.loc[~has, ["gpu_start", "gpu_end", "busy_ns"]] = pd.NA
-    table["span_ns"] = table["gpu_end"] - table["gpu_start"]
+    table.loc[~has, ["gpu_start_ns", "gpu_end_ns", "busy_ns"]] = pd.NA
+    table["span_ns"] = table["gpu_end_ns"] - table["gpu_start_ns"]
     table["intra_idle_ns"] = table["span_ns"] - table["busy_ns"]
     _link_previous(table, has, device_busy)
     return table
@@ -278,8 +300,8 @@ def step_table(steps: pd.DataFrame, ops: pd.DataFrame, device_busy: Coverage) ->
 def _link_previous(table: pd.DataFrame, has: np.ndarray, device_busy: Coverage) -> None:
     """bubble_ns, overlap_ns, period_ns against the earlier steps of the same thread that ran on
     this device: `reach`, the latest gpu_end among them."""
-    gpu_start = table["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan)
-    gpu_end = pd.Series(table["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan))
+    gpu_start = table["gpu_start_ns"].to_numpy(dtype=np.float64, na_value=np.nan)
+    gpu_end = pd.Series(table["gpu_end_ns"].to_numpy(dtype=np.float64, na_value=np.nan))
     thread = table["thread"].to_numpy()
     by_thread = gpu_end.groupby(thread, sort=False)
     reach = by_thread.cummax().groupby(thread, sort=False).ffill()

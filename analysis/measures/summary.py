@@ -9,7 +9,14 @@ from ..errors import TraceError
 from ..measures.analysis import METRICS, Analysis
 from ..measures.calls import call_name, call_ranges, calls_summary, step_calls
 from ..measures.draft import draft_named, draft_summary, speculative_steps, tokens_summary
-from ..measures.gaps import CAUSES, find_gaps, gaps_by_step, split_gaps
+from ..measures.gaps import (
+    CAUSES,
+    LEDGER,
+    LEDGER_COLUMNS,
+    find_gaps,
+    gaps_by_step,
+    split_gaps,
+)
 from ..measures.gpu_metrics import with_step_metrics
 from ..measures.host_steps import host_analysis
 from ..measures.infer_loop import with_loop_launches
@@ -18,6 +25,7 @@ from ..measures.stats import median, p90
 from ..measures.steps import (
     DEFAULT_CHECK_PATTERN,
     DEFAULT_STEP_PATTERN,
+    all_thread_labels,
     assign_steps,
     compile_pattern,
     host_steps,
@@ -27,9 +35,7 @@ from ..measures.steps import (
 )
 from ..measures.streams import check_cover, stream_table, window_busy_ns
 from ..measures.syncs import sync_table
-from ..readers.trace import GRAPH, Trace, op_names
-
-LEDGER = ("wait_ns", "host_ns", "launch_ns")
+from ..readers.trace import GRAPH, OP_KIND_NAMES, Trace, op_names
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ def analyze(trace: Trace, options: Options = Options()) -> list:
             raise TraceError(f"device {options.device} (--device / device=): the steps ran "
                              f"on devices {devices}")
         devices = [options.device]
+    origin = origin | {"check_pattern": options.check_pattern, "checks": len(checks)}
     return [
         analyze_device(d, _device_ops(ops, d), steps, checks, trace, origin)
         for d in devices
@@ -89,11 +96,13 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     table = step_table(steps, ops, busy)
     on_device = steps[table["op_records"].to_numpy() > 0]
     table = table[table["op_records"] > 0].reset_index(drop=True)
-    window = (int(table["gpu_start"].min()), int(table["gpu_end"].max()))
+    window = (int(table["gpu_start_ns"].min()), int(table["gpu_end_ns"].max()))
     gaps = split_gaps(find_gaps(ops, window), trace.blocking)
     position = gaps_by_step(gaps, table, dict(zip(steps["tid"], steps["thread"], strict=True)))
     table = with_idle_by_step(table, gaps, position)
-    gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings)
+    labels = all_thread_labels(steps, np.concatenate([ops["tid"].to_numpy(), gaps["tid"]]),
+                               trace.thread_names)
+    gaps = gap_table(gaps, table["step"].to_numpy()[position], trace.strings, labels)
     table = with_idle_by_cause(table, gaps, position)
     per_stream, pairs, concurrent = stream_table(ops, window)
     cover = check_cover(checks, busy, window)
@@ -102,13 +111,13 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     summary |= tokens_summary(table)
     summary |= graph_trace(ops[ops["step"].to_numpy() >= 0], trace.graph_launches)
     ranges = call_ranges(trace.ranges)
-    calls = calls_summary(table, ranges, step_calls(ranges, table["cpu_start"].to_numpy(),
+    calls = calls_summary(table, ranges, step_calls(ranges, table["cpu_start_ns"].to_numpy(),
                                                     on_device["tid"].to_numpy()),
                           call_name(ranges))
     if calls:
         summary["calls"] = calls
     table, summary["gpu_metrics"] = with_step_metrics(
-        table, trace.gpu_metrics, device, "gpu_start", "gpu_end", window,
+        table, trace.gpu_metrics, device, "gpu_start_ns", "gpu_end_ns", window,
         _peak(trace, device), "gpu span")
     syncs = sync_table(trace.blocking, trace.marks, on_device, gaps, window)
     draft = origin.get("draft")
@@ -120,7 +129,8 @@ def analyze_device(device: int, ops: pd.DataFrame, steps: pd.DataFrame, checks: 
     if draft is not None:
         summary["draft"] = draft_summary(draft, ops, on_device.index, table, summary["host"])
     return Analysis(device, summary, table, gaps=gaps, streams=per_stream, syncs=syncs,
-                    pairs=pairs, checks=cover, ops=numbered(ops, steps), host=host_rows,
+                    pairs=pairs, checks=cover,
+                    ops=public_ops(numbered(ops, steps), trace.strings, labels), host=host_rows,
                     host_steps=host_steps)
 
 
@@ -130,6 +140,31 @@ def numbered(ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     row = ops["step"].to_numpy()
     number = steps["index"].to_numpy(dtype=np.int64)
     return ops.assign(step=np.where(row >= 0, number[np.maximum(row, 0)], -1))
+
+
+# An op's kind as a word (readers.trace's codes: KERNEL ... GRAPH).
+KIND_WORDS = {k: v.strip("[]") for k, v in OP_KIND_NAMES.items()}
+
+
+def public_ops(ops: pd.DataFrame, strings: dict, labels: dict) -> pd.DataFrame:
+    """Analysis.ops: each op with its times on the capture's clock (start_ns, end_ns, and its
+    launch call's, -1 without one), its name and kind as words (a kernel's name; `[memcpy]`,
+    `[memset]`, `[graph]`; kernel, memcpy, memset, graph) beside the raw name_id, its launch
+    thread's label beside the raw tid, and its step (-1: no step's)."""
+    kind = ops["kind"].to_numpy()
+    return pd.DataFrame({
+        "start_ns": ops["start"].to_numpy(), "end_ns": ops["end"].to_numpy(),
+        "device": ops["device"].to_numpy(), "stream": ops["stream"].to_numpy(),
+        "corr": ops["corr"].to_numpy(),
+        "kind": pd.Categorical.from_codes(kind, categories=[KIND_WORDS[k] for k in
+                                                            sorted(KIND_WORDS)]),
+        "name": op_names(kind, ops["name_id"].to_numpy(), strings),
+        "name_id": ops["name_id"].to_numpy(),
+        "call_start_ns": ops["call_start"].to_numpy(), "call_end_ns": ops["call_end"].to_numpy(),
+        "tid": ops["tid"].to_numpy(),
+        "thread": ops["tid"].map(labels).to_numpy(dtype=object),
+        "step": ops["step"].to_numpy(),
+    }, copy=False)
 
 
 def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
@@ -156,10 +191,13 @@ def graph_trace(ops: pd.DataFrame, graph_launches: pd.DataFrame) -> dict:
     }
 
 
-def gap_table(gaps: dict, step: np.ndarray, strings: dict) -> pd.DataFrame:
-    """The gaps as a DataFrame: the step each falls in, the cause by name, the next op's name."""
+def gap_table(gaps: dict, step: np.ndarray, strings: dict, labels: dict) -> pd.DataFrame:
+    """The gaps as a DataFrame: the step each falls in, the thread that launched the op ending
+    it (`tid`, its label `thread`: steps.all_thread_labels), the cause by name, the next op's
+    name."""
     out = {"step": step}
     out |= {k: v for k, v in gaps.items() if k not in ("next_kind", "next_name_id", "cause")}
+    out["thread"] = pd.Series(gaps["tid"]).map(labels).to_numpy(dtype=object)
     out["cause"] = pd.Categorical.from_codes(gaps["cause"], categories=CAUSES)
     out["next_op"] = op_names(gaps["next_kind"], gaps["next_name_id"], strings)
     # The columns as they are (copy=False: not stacked into one block, 0.2 s a million gaps).
@@ -170,9 +208,9 @@ def with_idle_by_step(table: pd.DataFrame, gaps: dict, position: np.ndarray) -> 
     """The table with the gaps inside each step's period (`position`: the table row of each gap),
     by ledger part, as idle_* columns: with the busy time, they fill the period."""
     return table.assign(**{
-        f"idle_{part}": pd.Series(gaps[part]).groupby(position).sum()
+        column: pd.Series(gaps[column]).groupby(position).sum()
         .reindex(range(len(table)), fill_value=0).to_numpy()
-        for part in LEDGER})
+        for column in LEDGER_COLUMNS})
 
 
 def with_idle_by_cause(table: pd.DataFrame, gaps: pd.DataFrame,
@@ -199,25 +237,28 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
     codes = gaps["cause"].cat.codes.to_numpy()
     gap_ns = gaps["gap_ns"].to_numpy()
     by_cause = {c: int(gap_ns[codes == i].sum()) for i, c in enumerate(CAUSES)}
-    ledger = {part: int(gaps[part].sum()) for part in LEDGER}
+    ledger = {part: int(gaps[column].sum()) for part, column in zip(LEDGER, LEDGER_COLUMNS,
+                                                                     strict=True)}
     _check(int(gaps["gap_ns"].sum()) == idle_ns, "gaps do not add up to the idle time")
     _check(sum(by_cause.values()) == idle_ns, "idle by cause does not add up to the idle time")
     _check(sum(ledger.values()) == idle_ns, "the idle ledger does not add up to the idle time")
     _check(int(table[[f"idle_cause_{c}_ns" for c in CAUSES]].to_numpy().sum()) == idle_ns,
            "the steps' idle by cause does not add up to the idle time")
-    _check(bool((gaps[list(LEDGER)].to_numpy() >= 0).all()), "a negative ledger part")
+    _check(bool((gaps[list(LEDGER_COLUMNS)].to_numpy() >= 0).all()), "a negative ledger part")
     _check(not (table["period_ns"].dropna() < 0).any(), "a negative step period")
     return {
         "device": device,
         "steps": len(table),
         "steps_from": origin["steps_from"],
+        "step_pattern": origin["step_pattern"],
+        "step_numbers": origin["step_numbers"],
         "steps_inferred_by": origin["steps_inferred_by"],
         "step_functions": origin.get("step_functions"),
         "threads": int(table["thread"].nunique()),
         "window_ns": window_ns,
         "busy_ns": busy_ns,
         "idle_ns": idle_ns,
-        "gpu_util": busy_ns / window_ns if window_ns else None,
+        "busy_share_of_window": busy_ns / window_ns if window_ns else None,
         "step_cpu_ns_median": median(table["cpu_ns"]),
         "period_ns_median": median(table["period_ns"]),
         "busy_ns_median": median(table["busy_ns"]),
@@ -228,10 +269,12 @@ def summarize(device: int, table: pd.DataFrame, gaps: pd.DataFrame, window: tupl
         "idle_ledger": ledger,
         "gaps": len(gaps),
         "concurrent_ns": concurrent,
+        "check_pattern": origin.get("check_pattern"),
+        "checks": origin.get("checks"),
         "check_cover_median": median(cover["cover"]),
         # Only what the trace shows: the share of the window the GPU sat idle on a sync. Not
         # what hiding the sync would buy (METRICS.md: the untraced bubble and a measured pair).
-        "sync_idle_share": by_cause["sync"] / window_ns if window_ns else None,
+        "sync_idle_share_of_window": by_cause["sync"] / window_ns if window_ns else None,
         "ops": int(table["ops"].sum()),
         "unattributed_ops": int((ops["step"] < 0).sum()),
         "ops_without_launch_call": int((ops["call_start"] < 0).sum()),
@@ -258,9 +301,9 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
     out = []
     for device in devices:
         table = host_steps(steps)
-        window = (int(table["cpu_start"].min()), int(table["cpu_end"].max()))
-        table, metrics = with_step_metrics(table, trace.gpu_metrics, device, "cpu_start",
-                                           "cpu_end", window, _peak(trace, device), "nvtx range")
+        window = (int(table["cpu_start_ns"].min()), int(table["cpu_end_ns"].max()))
+        table, metrics = with_step_metrics(table, trace.gpu_metrics, device, "cpu_start_ns",
+                                           "cpu_end_ns", window, _peak(trace, device), "nvtx range")
         if metrics is None:
             raise TraceError(
                 f"{trace.path}: device {device} sampled none of the GPU metrics gapscope reads "
@@ -272,6 +315,8 @@ def analyze_metrics(trace: Trace, options: Options = Options()) -> list:
             "cuda_trace": False,
             "steps": len(table),
             "steps_from": origin["steps_from"],
+            "step_pattern": origin["step_pattern"],
+            "step_numbers": origin["step_numbers"],
             "threads": int(table["thread"].nunique()),
             "window_ns": window[1] - window[0],
             "step_cpu_ns_median": median(table["cpu_ns"]),

@@ -8,13 +8,13 @@ Python sees the warning when the op returns, so the mark follows its call:
 
     thread T  |-- Step 7 -----------------------------------------|-- Step 8 ---
                  [launches]  [cudaStreamSynchronize ......]  ^ mark "gapscope.sync gen.py:41 f"
-    device       ==ops==|......... gap: wait_ns ..........|==ops==
+    device       ==ops==|..... gap: idle_blocked_ns ......|==ops==
                         a (the drain, inside the call)
 
 A call's gpu_idle_after_ns is the whole of the sync gaps it drained (the gaps whose launching
 thread's last blocking call entered before the drain `a` is this one, as measures/gaps.py measures
-wait_ns), from `a` to the next op; gpu_idle_in_call_ns the part of them before the call returned
-(their wait_ns). After it returns the GPU idles on: the sync emptied its queue.
+idle_blocked_ns), from `a` to the next op; gpu_idle_in_call_ns the part of them before the call
+returned (their idle_blocked_ns). After it returns the GPU idles on: the sync emptied its queue.
 """
 
 import numpy as np
@@ -163,11 +163,12 @@ def counted(calls: pd.DataFrame, steps: pd.DataFrame, window: tuple) -> np.ndarr
 
 
 def idle_after(calls: pd.DataFrame, gaps) -> tuple:
-    """(gap_ns, wait_ns) of the sync gaps (wait_ns > 0) each call drained: a gap goes to the
+    """(gap_ns, idle_blocked_ns) of the sync gaps (idle_blocked_ns > 0) each call drained: a
+    gap goes to the
     last call its launching thread entered before the drain (calls: outermost, sorted by
     thread and start)."""
     gap_ns, wait_ns = np.zeros(len(calls), np.int64), np.zeros(len(calls), np.int64)
-    wait = np.asarray(gaps["wait_ns"])
+    wait = np.asarray(gaps["idle_blocked_ns"])
     held = wait > 0
     drain, tid = np.asarray(gaps["start_ns"])[held], np.asarray(gaps["tid"])[held]
     gap, wait = np.asarray(gaps["gap_ns"])[held], wait[held]

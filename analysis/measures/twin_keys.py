@@ -117,7 +117,7 @@ def boundaries(trace, tid: int, steps: pd.DataFrame, key: str) -> tuple:
 
 def traced_threads(a) -> list:
     """The traced step table's threads, in order of their first step."""
-    first = a.steps.groupby("thread", sort=False)["cpu_start"].min().sort_values(kind="stable")
+    first = a.steps.groupby("thread", sort=False)["cpu_start_ns"].min().sort_values(kind="stable")
     return list(first.index)
 
 
@@ -145,9 +145,9 @@ def marked_twin(u, a, trace):
     for order, label in enumerate(labels):
         if label not in tids:
             continue
-        mine = a.steps[a.steps["thread"] == label].sort_values("cpu_start", kind="stable")
-        ranges = pd.DataFrame({"start": mine["cpu_start"].to_numpy(),
-                               "end": mine["cpu_end"].to_numpy()})
+        mine = a.steps[a.steps["thread"] == label].sort_values("cpu_start_ns", kind="stable")
+        ranges = pd.DataFrame({"start": mine["cpu_start_ns"].to_numpy(),
+                               "end": mine["cpu_end_ns"].to_numpy()})
         keys, _ = thread_keys(trace, tids[label], ranges, how)
         for key in keys:
             number, follows, count = boundaries(trace, tids[label], ranges, key)

@@ -65,7 +65,7 @@ def untraced_summary(u: UntracedSteps) -> dict:
 
 def _traced_threads(traced: pd.DataFrame) -> list:
     """The traced step table's threads, in order of their first step."""
-    first = traced.groupby("thread", sort=False)["cpu_start"].min().sort_values(kind="stable")
+    first = traced.groupby("thread", sort=False)["cpu_start_ns"].min().sort_values(kind="stable")
     return list(first.index)
 
 
@@ -90,8 +90,8 @@ def matched_twin(u: UntracedSteps, traced: pd.DataFrame) -> pd.DataFrame:
         groups = traced.groupby(keys, sort=False) if keys else [((), traced)]
         renumbered = []
         for key, group in groups:
-            if "cpu_start" in group.columns:
-                group = group.sort_values("cpu_start", kind="stable")
+            if "cpu_start_ns" in group.columns:
+                group = group.sort_values("cpu_start_ns", kind="stable")
             ordered = group["step"].tolist()
             mine = twin
             if keys:

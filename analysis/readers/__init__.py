@@ -13,6 +13,7 @@ file is and what to pass instead.
 
 from pathlib import Path
 
+from ..outputs import check_input
 from ..readers import kineto, nsys
 from ..readers.content import head, is_json_object, is_sqlite
 
@@ -41,6 +42,7 @@ def reader_for(path: Path):
 
 def load_trace(path, **options):
     path = Path(path)
+    check_input(path)  # a FIFO or a device: one line, not a read that hangs
     return reader_for(path).load_trace(path, **options)
 
 

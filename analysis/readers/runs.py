@@ -1,11 +1,14 @@
 """A trace to analyse: a `.sqlite` export, or a run directory (`capture.sqlite` + `run.json`)."""
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TraceError
 from ..install import by_install
+from ..outputs import check_input
 from ..readers.untraced import FILE_NAME as UNTRACED_STEPS_NAME
 
 TRACE_NAME = "capture.sqlite"
@@ -25,6 +28,18 @@ class Run:
     info: dict = field(default_factory=dict)
     # The untraced twin's per-step timeline (analysis.readers.untraced), where the run has one.
     untraced_steps: Path | None = None
+
+    @property
+    def variant(self) -> str | None:
+        """run.json's decode variant, `+compile` where it ran compiled (`pipelined+compile`):
+        what the run is a configuration of (the label is the run's own name)."""
+        config = self.info.get("config") if isinstance(self.info, dict) else None
+        variant = config.get("variant") if isinstance(config, dict) else None
+        if not variant:
+            return None
+        if config.get("compile") not in (None, "none") and variant != "compiled":
+            return f"{variant}+compile"
+        return str(variant)
 
     def traced_ms_per_step(self) -> float | None:
         return _number(self.info, "timing", "ms_per_step")
@@ -109,27 +124,29 @@ def trace_stem(path: Path) -> str:
     return path.stem
 
 
+def _as_given(path: Path) -> Path:
+    """The absolute path as given (`.` and `..` resolved, symbolic links kept)."""
+    return Path(os.path.normpath(path.absolute()))
+
+
 def resolve_run(arg: str) -> Run:
     """The trace a command-line argument names, with run.json's contents and a label."""
     path = Path(arg)
     if not path.exists():
         raise TraceError(f"{path}: no such file or directory")
+    check_input(path)
     if path.is_dir():
         trace = find_trace(path)
         info = _read_info(path / RUN_INFO_NAME)
-        stem = path.resolve().name
+        stem = _as_given(path).name  # a link's own name, not its target's
         home = path
     else:
         trace = path
         in_run = path.name in (*TRACE_NAMES, *KINETO_NAMES)
         info = _read_info(path.parent / RUN_INFO_NAME) if in_run else {}
-        stem = path.parent.resolve().name if in_run else trace_stem(path)
+        stem = _as_given(path.parent).name if in_run else trace_stem(path)
         home = path.parent if in_run else None
-    config = info.get("config")
-    variant = config.get("variant") if isinstance(config, dict) else None
-    if variant and config.get("compile") not in (None, "none") and variant != "compiled":
-        variant = f"{variant}+compile"
-    label = str(variant) if variant else stem
+    label = run_name(stem)
     twin = home / UNTRACED_STEPS_NAME if home is not None else None
     twin = twin if twin is not None and twin.is_file() else None
     if trace.name not in KINETO_NAMES:
@@ -142,21 +159,52 @@ def resolve_run(arg: str) -> Run:
     return Run(trace, f"{label} (kineto)", info, twin)
 
 
+# The time `gapscope profile` and scripts/profile.sh put before a run directory's name.
+UTC_PREFIX = re.compile(r"^\d{8}T\d{6}Z-(?=.)")
+
+
+def run_name(name: str) -> str:
+    """A run's label from its directory's name (or its export's stem): the name without the UTC
+    time a run directory's name starts with (`20261130T171200Z-pipelined` is `pipelined`)."""
+    return UTC_PREFIX.sub("", name)
+
+
+def _home(run: Run) -> Path:
+    """The run directory (or, for a loose export, the export without its suffix)."""
+    where = Path(os.path.normpath(run.trace_path.absolute()))  # links kept: the path as given
+    if where.name in (*TRACE_NAMES, *KINETO_NAMES):
+        return where.parent
+    return where.with_name(trace_stem(where))
+
+
+def _longer(run: Run, home: Path, depth: int) -> str:
+    """The label told apart by more of the run's path (`home`): depth 1 the whole directory
+    name (its UTC time kept), then its parent folders, `b8/graphed-sync/node`."""
+    parts = [*home.parent.parts[-(depth - 1):], home.name] if depth > 1 else [home.name]
+    name = "/".join(p for p in parts if p not in ("/", ""))
+    return name + (" (kineto)" if run.label.endswith(" (kineto)") else "")
+
+
 def unique_labels(runs: list) -> list:
-    """Labels, with the trace's directory or stem added where two runs share one, and a number
-    where even that repeats (the same run given twice)."""
-    labels = [r.label for r in runs]
-    tagged = []
-    for run, label in zip(runs, labels, strict=True):
-        if labels.count(label) > 1:
-            where = run.trace_path.resolve()
-            home = where.parent.name if where.name in TRACE_NAMES \
-                else trace_stem(where)
-            label = f"{label} ({home})"
-        tagged.append(label)
+    """Each run's own label (resolve_run: its name), the same in every command; where runs of
+    one command share one, each of them by its whole directory name, then with as many parent
+    folders as tell them apart (`a/static`, `b/static`), and a number where the path repeats
+    (the same run given twice: `static #2`)."""
+    out = [r.label for r in runs]
+    for label in dict.fromkeys(out):
+        group = [i for i, other in enumerate(out) if other == label]
+        homes = list(dict.fromkeys(_home(runs[i]) for i in group))
+        if len(homes) < 2:
+            continue
+        for depth in range(1, max(len(h.parts) for h in homes) + 1):
+            names = {h: _longer(runs[group[0]], h, depth) for h in homes}
+            if len(set(names.values())) == len(names):
+                break
+        for i in group:
+            out[i] = names[_home(runs[i])]
     seen = {}
-    out = []
-    for label in tagged:
+    for i, label in enumerate(out):
         seen[label] = seen.get(label, 0) + 1
-        out.append(label if tagged.count(label) == 1 else f"{label} #{seen[label]}")
+        if seen[label] > 1:
+            out[i] = f"{label} #{seen[label]}"
     return out

@@ -97,15 +97,16 @@ def display_rows(table: pd.DataFrame) -> list:
          _cis(series, firsts, "period_ns_median", 1e6, 3)),
         ("host step ms [95% CI]",
          _cis(series, firsts, "step_cpu_ns_median", 1e6, 3)),
-        ("GPU busy", [_opt(r["gpu_util"], ".1%") for r in rows]),
+        ("GPU busy (of window)", [_opt(r["busy_share_of_window"], ".1%") for r in rows]),
         ("bubble median µs [95% CI]",
          _cis(series, firsts, "bubble_ns_median", 1e3, 1)),
         ("bubble p90 µs", [_opt(None if r["bubble_ns_p90"] is None
                                 else r["bubble_ns_p90"] / 1e3, ".1f") for r in rows]),
     ]
-    out += [(f"idle {c} ms/step", [_opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".3f")
+    out += [(f"idle {c} ms/step (mean)", [_opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".3f")
                                    for r in rows]) for c in CAUSES]
-    out.append(("sync idle share", [_opt(r["sync_idle_share"], ".1%") for r in rows]))
+    out.append(("sync idle (of window)", [_opt(r["sync_idle_share_of_window"], ".1%")
+                                          for r in rows]))
     # From run.json where the harness and profile script recorded them; left out when no run has.
     timing = [
         ("traced ms/step (run.json)", [_opt(r["traced_ms_per_step"], ".2f") for r in rows]),
@@ -162,8 +163,13 @@ def _scaled(value, scale: float):
         else value / scale
 
 
-LEGEND = ("~ within noise of the first run (95% bootstrap CI of the difference of medians "
-          "contains 0); * a difference beyond noise")
+def legend(table: pd.DataFrame, rule: str = "the first run") -> str:
+    """The line under the table: which run is the baseline, by what rule, and what ~ and *
+    say of the others."""
+    return (f"baseline: {table['label'].iloc[0]} ({rule}; --baseline LABEL picks another); ~ "
+            "within noise of it (95% bootstrap CI of the difference of medians contains 0), * "
+            "a difference beyond noise; a row with a [95% CI] is a median over the steps, "
+            "(mean) the mean over them")
 
 
 # A terminal of 100 columns reads every table the CLI prints.
@@ -182,7 +188,8 @@ def _column_groups(widths: list, width: int | None) -> list:
     return groups + [current]
 
 
-def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
+def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH,
+            rule: str = "the first run") -> str:
     """The runs as columns, split into tables of at most `width` columns, each repeating the
     metric names (None: one table however wide)."""
     rows = display_rows(table)
@@ -194,13 +201,14 @@ def to_text(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
         keep = [0, *group]
         blocks.append("\n".join("  ".join(row[i].ljust(widths[i]) for i in keep).rstrip()
                                  for row in cells))
-    legend = LEGEND if width is None else textwrap.fill(LEGEND, width)
+    said = legend(table, rule)
+    said = said if width is None else textwrap.fill(said, width)
     # Each note starts its line (what a grep for `order flip:` finds); one longer than the width
     # goes on, indented, on the lines under it.
     notes = [*order_flips(table), _sync_note(table), *work_note(table)]
     if width is not None:
         notes = [wrapped(note, width) for note in notes]
-    return "\n\n".join(blocks + ["\n".join([legend, *notes])])
+    return "\n\n".join(blocks + ["\n".join([said, *notes])])
 
 
 def wrapped(note: str, width: int = TEXT_WIDTH) -> str:
@@ -228,7 +236,8 @@ def _sync_note(table: pd.DataFrame) -> str:
                                         errors="coerce").notna().any()))
 
 
-def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
+def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH,
+                rule: str = "the first run") -> str:
     """The runs as columns of Markdown tables of at most `width` characters a line, each
     repeating the metric names (None: one table)."""
     cells = [["", *table["label"]]] + [[name, *values] for name, values in display_rows(table)]
@@ -237,7 +246,7 @@ def to_markdown(table: pd.DataFrame, width: int | None = TEXT_WIDTH) -> str:
     blocks = [md_table([cells[0][i] for i in (0, *group)],
                        [[row[i] for i in (0, *group)] for row in cells[1:]])
               for group in _column_groups(widths, None if width is None else width - 3)]
-    notes = [LEGEND, *(f"**{line}**" if line.startswith("order flip") else line
+    notes = [legend(table, rule), *(f"**{line}**" if line.startswith("order flip") else line
                        for line in order_flips(table)), _sync_note(table), *work_note(table)]
     return "\n\n".join(blocks + notes) + "\n"
 
@@ -265,12 +274,12 @@ ROW_COLUMNS = (
      + _noise(r, "period_ns_median")),
     ("host ms", lambda r: _opt(_scaled(r["step_cpu_ns_median"], 1e6), ".3f")
      + _noise(r, "step_cpu_ns_median")),
-    ("busy", lambda r: _opt(r["gpu_util"], ".1%")),
+    ("busy", lambda r: _opt(r["busy_share_of_window"], ".1%")),
     ("bubble µs", lambda r: _opt(_scaled(r["bubble_ns_median"], 1e3), ".1f")
      + _noise(r, "bubble_ns_median")),
     ("idle s/h/q", lambda r: "/".join(
         _opt(_scaled(r[f"idle_{c}_ns_per_step"], 1e6), ".2f") for c in ("sync", "host", "queued"))),
-    ("sync idle", lambda r: _opt(r["sync_idle_share"], ".1%")),
+    ("sync idle", lambda r: _opt(r["sync_idle_share_of_window"], ".1%")),
     ("untraced", lambda r: _opt(r["untraced_ms_per_step"], ".3f")),
 )
 TERMINAL_COLUMNS = 100
@@ -281,27 +290,43 @@ def _noise(row: dict, key: str) -> str:
     return "" if flag is None or row["_first"] else (" ~" if flag else " *")
 
 
-def to_text_rows(table: pd.DataFrame) -> str:
-    """One row a run, every column fitting 100 characters (labels cut with … where needed)."""
+def to_text_rows(table: pd.DataFrame, rule: str = "the first run") -> str:
+    """One row a run, the numbers within 100 characters; a label is never cut: where the
+    longest does not fit before the numbers, the labels go last on each line."""
     rows = [dict(r, _first=i == 0) for i, r in enumerate(table.to_dict("records"))]
     columns = [(name, [cell(r) for r in rows]) for name, cell in ROW_COLUMNS]
     columns = [(n, cells) for n, cells in columns if set(cells) != {"n/a"}]
     widths = [max(len(n), *(len(c) for c in cells)) for n, cells in columns]
     room = TERMINAL_COLUMNS - sum(w + 2 for w in widths)
-    labels = [_cut(str(r["label"]), max(room, 12)) for r in rows]
+    labels = [str(r["label"]) for r in rows]
     label_width = max(len("run"), *(len(x) for x in labels))
-    head = ["run".ljust(label_width)] + [n.rjust(w) for (n, _), w in zip(columns, widths,
-                                                                          strict=True)]
-    lines = ["  ".join(head)]
+    first = label_width <= room
+    head = [n.rjust(w) for (n, _), w in zip(columns, widths, strict=True)]
+    lines = ["  ".join(["run".ljust(label_width), *head] if first else [*head, "run"])]
     for i, label in enumerate(labels):
         cells = [c[i].rjust(w) for (_, c), w in zip(columns, widths, strict=True)]
-        lines.append("  ".join([label.ljust(label_width), *cells]).rstrip())
-    note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean); "
-            "sync idle:\nits share of the window, as traced; untraced: ms/step from run.json; ~ "
-            "within the first run's\nnoise, * beyond it (95% bootstrap CI)")
-    return "\n".join([*lines, "", note, *(wrapped(n) for n in [*order_flips(table),
-                                                               *work_note(table)])])
+        line = [label.ljust(label_width), *cells] if first else [*cells, label]
+        lines.append("  ".join(line).rstrip())
+    note = ("medians (ms/step, µs); idle s/h/q: ms a step by cause sync/host/queued (the mean "
+            "over the steps); sync idle: the sync's idle time as a share of the window, as "
+            "traced; untraced: ms/step from run.json")
+    return "\n".join([*lines, "", wrapped(note), wrapped(legend(table, rule)),
+                      *(wrapped(n) for n in [*order_flips(table), *work_note(table)])])
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+def csv_table(table: pd.DataFrame) -> str:
+    """compare's table as CSV: every column, an interval (lo, hi) as `_lo` and `_hi` columns,
+    dicts (per thread) as JSON text."""
+    import json
+
+    out = {}
+    for column in table.columns:
+        values = list(table[column])
+        if any(isinstance(v, tuple | list) and len(v) == 2 for v in values):
+            out[f"{column}_lo"] = [v[0] if isinstance(v, tuple | list) else None for v in values]
+            out[f"{column}_hi"] = [v[1] if isinstance(v, tuple | list) else None for v in values]
+        elif any(isinstance(v, dict) for v in values):
+            out[column] = [json.dumps(v) if isinstance(v, dict) else v for v in values]
+        else:
+            out[column] = values
+    return pd.DataFrame(out).to_csv(index=False)

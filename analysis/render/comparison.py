@@ -27,8 +27,9 @@ class Comparison:
     analyses:     each run's Analysis (one device a run)
     table:        one row a traced run (None when none is): label, device, steps, steps_from,
                   threads, period_ns_median, step_cpu_ns_median, bubble_ns_median and for each
-                  `_ci`, `_vs_first_ci`, `_within_noise`; gpu_util, bubble_ns_p90,
-                  sync_idle_share, idle_<cause>_ns and _ns_per_step, traced_/untraced_ms_per_step,
+                  `_ci`, `_vs_first_ci`, `_within_noise`; busy_share_of_window, bubble_ns_p90,
+                  sync_idle_share_of_window, idle_<cause>_ns and _ns_per_step,
+                  traced_/untraced_ms_per_step,
                   profiler_overhead, untraced_* (the twin's), traced_rank, untraced_rank,
                   work (what differs in the step computed: `batch=32`; None where nothing)
     between_runs: one row a configuration with several runs: label, runs, period_ns_median,
@@ -46,6 +47,8 @@ class Comparison:
     between_runs: pd.DataFrame | None
     hardware: pd.DataFrame | None
     host: pd.DataFrame | None = None
+    # How the baseline (the first run) was chosen, said under the table.
+    baseline_rule: str = "the first run"
 
     @property
     def order_flips(self) -> list:
@@ -57,13 +60,15 @@ class Comparison:
         in one table however wide); one row a run from ROWS_FROM runs on."""
         texts = []
         if self.table is not None and len(self.table) >= render.ROWS_FROM and not wide:
-            texts.append(render.to_text_rows(self.table))
+            texts.append(render.to_text_rows(self.table, self.baseline_rule))
         elif self.table is not None:
-            texts.append(render.to_text(self.table, width=None if wide else render.TEXT_WIDTH))
+            texts.append(render.to_text(self.table, width=None if wide else render.TEXT_WIDTH,
+                                        rule=self.baseline_rule))
         return self._join(texts, hardware_mod.to_text, host_compare.to_text)
 
     def to_markdown(self) -> str:
-        texts = [] if self.table is None else [render.to_markdown(self.table).rstrip("\n")]
+        texts = [] if self.table is None else [
+            render.to_markdown(self.table, rule=self.baseline_rule).rstrip("\n")]
         return self._join(texts, hardware_mod.to_markdown, host_compare.to_markdown)
 
     def _join(self, texts: list, hardware, host) -> str:
@@ -74,6 +79,13 @@ class Comparison:
         if self.hardware is not None:
             texts.append(hardware(self.hardware).rstrip("\n"))
         return "\n\n".join(texts)
+
+    def to_csv(self) -> str:
+        """`gapscope compare --format csv`: one row a traced run, the table's every column
+        (intervals as two columns, `_lo` and `_hi`); empty where no run is traced."""
+        if self.table is None:
+            return ""
+        return render.csv_table(self.table)
 
     def to_records(self):
         """JSON-ready: the runs' records; an object with `runs` and `between_runs`/`hardware`
@@ -89,7 +101,8 @@ class Comparison:
         return out
 
 
-def comparison(labels: list, analyses: list, spread: bool = True) -> Comparison:
+def comparison(labels: list, analyses: list, spread: bool = True,
+               baseline_rule: str = "the first run") -> Comparison:
     """The Comparison of one Analysis a run (each with its run), labelled. Captures of GPU
     metrics alone have no gaps: they go to the hardware table only. `spread`: also the spread
     between runs of one configuration (compare has it, report not)."""
@@ -104,4 +117,5 @@ def comparison(labels: list, analyses: list, spread: bool = True) -> Comparison:
         between = measures.between_runs(picked, [runs[i] for i in kept]) if spread else None
     host = (host_compare.host_comparison([labels[i] for i in kept],
                                          [analyses[i] for i in kept]) if kept else None)
-    return Comparison(list(labels), list(analyses), table, between, hardware, host)
+    return Comparison(list(labels), list(analyses), table, between, hardware, host,
+                      baseline_rule)

@@ -26,9 +26,17 @@ def _host(a) -> dict | None:
     return out
 
 
+# The figures over the rows of named code, and how each is said (render/host.py's words).
+PERIOD, NAMED, LOWER, UPPER = ("host period (mean)", "named code", "forward as one graph, lower",
+                               "forward as one graph, upper")
+
+
 def host_comparison(labels: list, analyses: list) -> pd.DataFrame | None:
-    """One row a line of the side-by-side host table (the figure's name first), one column a
-    run: ms a step as text; None where no run has a host table."""
+    """One row a figure of the side-by-side host table, one column a run, numbers: `line` (its
+    name), `unit` ("ns", a mean a step; "share", of the host period), then each run's value (NaN
+    where the run has none): the host period, the named share, the bound with the forward as
+    one CUDA graph (lower and upper), then each row of named code shown (each run's largest, the
+    first run's order first). None where no run has a host table."""
     hosts = [_host(a) for a in analyses]
     if not any(hosts):
         return None
@@ -37,37 +45,56 @@ def host_comparison(labels: list, analyses: list) -> pd.DataFrame | None:
         for r in (h or {}).get("rows", [])[:ROWS_SHOWN]:
             if r["name"] not in names:
                 names.append(r["name"])
-    lines = {"host period (mean)": [_ms(h and h.get("period_ns_mean")) for h in hosts],
-             "named code": [_pct(h and h.get("named_share")) for h in hosts],
-             "forward as one graph": [_bound(h) for h in hosts]}
+    lines = {PERIOD: ("ns", [h and h.get("period_ns_mean") for h in hosts]),
+             NAMED: ("share", [h and h.get("named_share") for h in hosts]),
+             LOWER: ("ns", [_bound(h, "lower_ns") for h in hosts]),
+             UPPER: ("ns", [_bound(h, "upper_ns") for h in hosts])}
     for name in names:
-        lines[short_row(name)] = [_row(h, name) for h in hosts]
-    return pd.DataFrame({"": list(lines), **{label: [v[i] for v in lines.values()]
-                                           for i, label in enumerate(labels)}})
+        lines[short_row(name)] = ("ns", [_row(h, name) for h in hosts])
+    table = pd.DataFrame({"line": list(lines), "unit": [u for u, _ in lines.values()]})
+    for i, label in enumerate(labels):
+        table[label] = pd.array([v[i] for _, v in lines.values()], dtype="Float64")
+    return table
 
 
-def _ms(ns) -> str:
-    return "–" if ns is None else f"{ns / 1e6:.2f}"
-
-
-def _pct(share) -> str:
-    return "–" if share is None else f"{share:.1%}"
-
-
-def _row(h: dict | None, name: str) -> str:
+def _row(h: dict | None, name: str):
     found = [r for r in (h or {}).get("rows", []) if r["name"] == name]
-    return _ms(found[0]["ns"]) if found else "–"
+    return found[0]["ns"] if found else None
 
 
-def _bound(h: dict | None) -> str:
+def _bound(h: dict | None, key: str):
     bounds = [b for b in (h or {}).get("bounds") or [] if b["scenario"].startswith("forward as")]
-    if not bounds:
+    return bounds[0][key] if bounds else None
+
+
+def _cell(value, unit: str) -> str:
+    if value is None or pd.isna(value):
         return "–"
-    return f"{bounds[0]['lower_ns'] / 1e6:.2f}-{bounds[0]['upper_ns'] / 1e6:.2f}"
+    return f"{value:.1%}" if unit == "share" else f"{value / 1e6:.2f}"
+
+
+def display(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as the text and Markdown show it: ms a step and shares as text, the bound's
+    lower and upper on one line (`1.01-1.10`)."""
+    runs = list(table.columns[2:])
+    rows = {}
+    for _, r in table.iterrows():
+        if r["line"] == UPPER:
+            continue
+        if r["line"] == LOWER:
+            up = table.loc[table["line"] == UPPER].iloc[0]
+            rows["forward as one graph"] = [
+                "–" if pd.isna(r[c]) else f"{_cell(r[c], 'ns')}-{_cell(up[c], 'ns')}"
+                for c in runs]
+            continue
+        rows[r["line"]] = [_cell(r[c], r["unit"]) for c in runs]
+    return pd.DataFrame({"": list(rows), **{c: [v[i] for v in rows.values()]
+                                           for i, c in enumerate(runs)}})
 
 
 def to_text(table: pd.DataFrame) -> str:
     """The side-by-side host table in TEXT_WIDTH columns (runs beyond it in further tables)."""
+    table = display(table)
     widths = [max(len(str(c)), *(len(str(v)) for v in table[c])) for c in table.columns[1:]]
     groups, group, used = [], [], FIRST_WIDTH
     for i, w in enumerate(widths):
@@ -92,5 +119,6 @@ def to_text(table: pd.DataFrame) -> str:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
+    table = display(table)
     return ("Host time a step (ms, mean; METRICS.md, \"Host time\"):\n\n"
             + md_table(["", *table.columns[1:]], table.itertuples(index=False)))

@@ -4,6 +4,7 @@ the per-step tables, each a Markdown table; `md_table` is the one Markdown table
 
 import pandas as pd
 
+from ..measures.gaps import LEDGER_COLUMNS
 from ..measures.summary import CAUSES, LEDGER
 from ..render.palette import LEDGER_WORDS
 from ..render.text import (
@@ -28,11 +29,11 @@ SUMMARY_ROWS = (
     ("step time (host, median)", "step_cpu_ns_median", ms_from_ns),
     ("GPU period (median)", "period_ns_median", ms_from_ns),
     ("window", "window_ns", ms_from_ns),
-    ("GPU busy", "gpu_util", pct),
+    ("GPU busy (of window)", "busy_share_of_window", pct),
     ("bubble median", "bubble_ns_median", us_from_ns),
     ("bubble p90", "bubble_ns_p90", us_from_ns),
     ("gaps", "gaps", str),
-    ("sync idle share (traced)", "sync_idle_share", pct),
+    ("sync idle (of window, traced)", "sync_idle_share_of_window", pct),
     ("CUDA graph trace", "cuda_graph_trace", str),
 )
 
@@ -64,9 +65,10 @@ def sync_note(twin: bool) -> str:
     """What to trust for the sync, said once under a comparison: the traced share is the
     observer's picture, not the gain; `twin`: some run has an untraced twin to point at."""
     if twin:
-        return "sync idle share: as traced; what hiding the sync buys: the untraced bubble (events)"
-    return ("sync idle share: as traced; no run here has the untraced twin that measures what "
-            "hiding it buys")
+        return ("sync idle (a share of the window): as traced; what hiding the sync buys: the "
+                "untraced bubble (events)")
+    return ("sync idle (a share of the window): as traced; no run here has the untraced twin "
+            "that measures what hiding it buys")
 
 
 # The profiler's shares, each a number or "within noise" (share_text).
@@ -80,8 +82,7 @@ def md_summary(a) -> str:
     # Tokens and the draft (speculative decoding) after the GPU period, where known.
     rows[3:3] = [(name, text) for name, text in (("tokens", tokens_text(s)),
                                                   ("draft", draft_text(s))) if text]
-    if steps_from(s):
-        rows.insert(1, ("steps from", steps_from(s)))
+    rows.insert(1, ("steps from", steps_from(s, a.steps)))
     rows += [(f"thread {thread}", f"{t['steps']} steps, {ms_from_ns(t['period_ns_median'])} "
               f"period, {us_from_ns(t['bubble_ns_median'])} bubble (medians)")
              for thread, t in by_thread(a.steps).iterrows()]
@@ -107,7 +108,7 @@ HOST_STEPS = ("Per step, µs: the step on the host (its NVTX range)", ("step", "
 GPU_STEPS = (
     "Per step, µs: the NVTX range on the host, the step on the GPU, its idle time by ledger part",
     ("step", "ops", "tokens", "cpu_ns", "period_ns", "busy_ns", "bubble_ns", "overlap_ns",
-     "idle_wait_ns", "idle_host_ns", "idle_launch_ns"), "period_ns")
+     *LEDGER_COLUMNS), "period_ns")
 TWIN_STEPS = (
     "Per step, µs: traced beside the untraced twin (CUDA events in a run without the profiler)",
     ("step", "period_ns", "untraced_period_ns", "bubble_ns", "untraced_bubble_ns"),
@@ -118,7 +119,7 @@ METRIC_STEPS = (
      "dram_write_pct", "dram_read_gbps"), "sm_active_pct")
 STEP_HEADERS = {
     "cpu_ns": "host", "period_ns": "period", "busy_ns": "busy", "bubble_ns": "bubble",
-    "overlap_ns": "overlap", **{f"idle_{p}": w for p, w in LEDGER_WORDS.items()},
+    "overlap_ns": "overlap", **{f"idle_{p}_ns": w for p, w in LEDGER_WORDS.items()},
     "untraced_period_ns": "untraced period", "untraced_bubble_ns": "untraced bubble",
     "gr_active_pct": "GR %", "sm_active_pct": "SMs %", "tensor_active_pct": "tensor %",
     "dram_read_pct": "DRAM rd %", "dram_write_pct": "DRAM wr %", "dram_read_gbps": "DRAM rd GB/s",
@@ -189,7 +190,7 @@ def md_syncs(a) -> str:
         return "No blocking call inside the steps."
     threads = syncs["tid"].nunique() > 1
     header = [*(["thread"] if threads else []), "call", "where", "calls", "/step",
-              "blocked µs", "median µs", "GPU idle after µs", "in call µs"]
+              "host blocked µs", "median", "GPU idle after µs", "idle in call µs"]
     rows = [[*([row.thread] if threads else []), row.call, sync_where(row), row.calls,
              f"{row.calls_per_step:.2f}", f"{row.blocked_ns / 1e3:.1f}",
              f"{row.blocked_ns_median / 1e3:.1f}", f"{row.gpu_idle_after_ns / 1e3:.1f}",

@@ -4,9 +4,9 @@ Perfetto), so that a word in the text is the word in the legend, in the colour o
 A gap's cause (METRICS.md) is named as it is stored: `sync`, `host`, `queued`, `unknown`. The
 ledger's three parts are said as what the host was doing, so that `host` names the cause only:
 
-    wait_ns    blocked      the host sat in a blocking call (a sync) while the GPU was idle
-    host_ns    pre-launch   the host was busy elsewhere and had not yet asked for the next op
-    launch_ns  in launch    the next op was asked for and had not started
+    blocked     idle_blocked_ns     the host sat in a blocking call (a sync) while the GPU idled
+    pre-launch  idle_pre_launch_ns  the host was busy elsewhere and had not asked for the next op
+    in launch   idle_in_launch_ns   the next op was asked for and had not started
 
 Colours: one set for the GPU's time in every figure, busy and idle by cause (the timeline, the
 zoom, the per-step bars, the histogram of where the idle time is); the ledger's parts are words
@@ -21,7 +21,7 @@ BUSY_COLOUR = "#2ca02c"
 CAUSE_COLOURS = {"sync": "#d62728", "host": "#ff7f0e", "queued": "#9467bd", "unknown": "#7f7f7f"}
 assert tuple(CAUSE_COLOURS) == CAUSES
 
-LEDGER_WORDS = {"wait_ns": "blocked", "host_ns": "pre-launch", "launch_ns": "in launch"}
+LEDGER_WORDS = {"blocked": "blocked", "pre_launch": "pre-launch", "in_launch": "in launch"}
 
 # The figures of a capture as traced, and of its untraced twin (CUDA events, no profiler).
 TRACED = "traced"
@@ -38,10 +38,16 @@ METRIC_COLOURS = {"sm_active_pct": "#e377c2", "dram_read_pct": "#393b79",
 FLOOR = "bandwidth floor"
 FLOOR_COLOUR = "#bd9e39"
 
-# The host table's rows (render/plots_host.py): its largest rows in these, in order, the rest
-# of them together, and the time no named code holds.
-# None of them a colour of the GPU's time (busy, a cause), the twin's or the metrics'.
-HOST_ROW_COLOURS = ("#17becf", "#bcbd22", "#8c564b", "#9edae5", "#dbdb8d", "#c49c94",
-                    "#637939", "#e7cb94")
+# The host table's rows (render/plots_host.py): its largest HOST_ROWS_DRAWN rows each in the
+# colour of its name (render/mpl.name_colour: the same in every figure, whatever its rank), the
+# rest of them together, and the time no named code holds. The harness' own ranges have fixed
+# colours; any other name one of HOST_ROW_COLOURS by the CRC-32 of its name (two names of one
+# figure may share one: the legend names each band, in order). None of them a colour of the
+# GPU's time (busy, a cause), the twin's or the metrics'.
+HOST_ROWS_DRAWN = 8
+HOST_FIXED_COLOURS = {"Model Forward": "#17becf", "Check Stop Condition": "#8c564b",
+                      "Step N": "#e7cb94"}
+HOST_ROW_COLOURS = ("#9edae5", "#bcbd22", "#dbdb8d", "#c49c94", "#637939", "#843c39",
+                    "#7b4173", "#f7b6d2", "#8ca252", "#5254a3", "#de9ed6", "#b5cf6b")
 HOST_REST_COLOUR = "#d9d9d9"
 HOST_OTHER_COLOUR = "#525252"

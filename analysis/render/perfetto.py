@@ -26,9 +26,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from ..measures.gaps import LEDGER_COLUMNS
 from ..measures.host import NOT_CODE, row_name
-from ..measures.summary import LEDGER
-from ..readers.trace import OP_KIND_NAMES, op_names
 
 # chrome://tracing's reserved colours (catapult's color_scheme.js), nearest to the palette's.
 CAUSE_CNAMES = {"sync": "terrible", "host": "thread_state_iowait", "queued":
@@ -76,7 +75,10 @@ def lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _within(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
-    return frame[(frame["end"].to_numpy() > lo) & (frame["start"].to_numpy() < hi)]
+    """The rows of an interval frame (Analysis.ops' start_ns/end_ns, the trace's blocking calls'
+    start/end) that overlap [lo, hi)."""
+    start, end = ("start_ns", "end_ns") if "start_ns" in frame.columns else ("start", "end")
+    return frame[(frame[end].to_numpy() > lo) & (frame[start].to_numpy() < hi)]
 
 
 class _Writer:
@@ -163,9 +165,9 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
     steps = a.steps
     # The first step has no bubble or overlap (NA): 0 here, as the steps table's JSON has null.
     step_args = {key: _plain(steps[c].fillna(0).astype(np.int64)) for key, c in (
-        ("step", "step"), ("start_ns", "gpu_start"), ("end_ns", "gpu_end"),
+        ("step", "step"), ("start_ns", "gpu_start_ns"), ("end_ns", "gpu_end_ns"),
         *((c, c) for c in ("period_ns", "busy_ns", "bubble_ns", "overlap_ns",
-                           *(f"idle_{p}" for p in LEDGER))))}
+                           *LEDGER_COLUMNS)))}
     gaps_tid = STEPS_TID
     for thread, rows in _by_thread(steps):
         gaps_tid = w.overlapping(
@@ -177,21 +179,21 @@ def _device(w: _Writer, pid: int, label: str, a, strings: dict, origin: int, lo:
     causes = g["cause"].astype(str).tolist()
     w.slices(pid, gaps_tid, "idle gaps, by cause", "gap", [f"idle: {c}" for c in causes],
              g["start_ns"], g["end_ns"], origin,
-             {"cause": causes, **{c: g[c] for c in ("start_ns", "end_ns", "gap_ns", *LEDGER,
-                                                    "step", "next_stream")},
+             {"cause": causes, **{c: g[c] for c in ("start_ns", "end_ns", "gap_ns",
+                                                    *LEDGER_COLUMNS, "step", "next_stream")},
               "next_op": g["next_op"].astype(str).tolist()},
              [CAUSE_CNAMES[c] for c in causes])
     ops = _within(a.ops, lo, hi)
-    names = op_names(ops["kind"].to_numpy(), ops["name_id"].to_numpy(), strings)
-    kinds = ops["kind"].map(OP_KIND_NAMES).str.strip("[]").to_numpy(dtype=object)
+    names = ops["name"].to_numpy(dtype=object)
+    kinds = ops["kind"].astype(str).to_numpy(dtype=object)
     tid = max(gaps_tid + 1, FIRST_TID)
     for stream in sorted(ops["stream"].unique().tolist()):
         mine = np.flatnonzero(ops["stream"].to_numpy() == stream)
         o = ops.iloc[mine]
         tid = w.overlapping(pid, tid, f"stream {stream}", "op", names[mine].tolist(),
-                            o["start"], o["end"], origin,
-                            {"kind": kinds[mine].tolist(), "start_ns": _plain(o["start"]),
-                             "end_ns": _plain(o["end"]), "step": _plain(o["step"]),
+                            o["start_ns"], o["end_ns"], origin,
+                            {"kind": kinds[mine].tolist(), "start_ns": _plain(o["start_ns"]),
+                             "end_ns": _plain(o["end_ns"]), "step": _plain(o["step"]),
                              "corr": _plain(o["corr"])}, OP_CNAME)
 
 
@@ -201,7 +203,7 @@ def _host(w: _Writer, pid: int, label: str, a, blocking: pd.DataFrame, origin: i
     w.meta(pid, "process_sort_index", pid)
     steps = a.steps
     cpu = {key: steps[c].to_numpy(np.int64) for key, c in (
-        ("step", "step"), ("start_ns", "cpu_start"), ("end_ns", "cpu_end"))}
+        ("step", "step"), ("start_ns", "cpu_start_ns"), ("end_ns", "cpu_end_ns"))}
     word = STEPS_WORD.get(a.summary.get("steps_from"), "NVTX")
     tid = STEPS_TID
     for thread, rows in _by_thread(steps, always=True):
@@ -233,10 +235,10 @@ def _host_rows(w: _Writer, pid: int, tid: int, a, origin: int, lo: int, hi: int)
         os_tid = int(thread) & OS_TID_MASK
         tid = w.overlapping(
             pid, tid, f"thread {os_tid}: host period", "host",
-            [f"host: step {s}" for s in mine["step"].tolist()], mine["host_start"],
-            mine["host_end"], origin,
+            [f"host: step {s}" for s in mine["step"].tolist()], mine["host_start_ns"],
+            mine["host_end_ns"], origin,
             {key: _plain(mine[key].astype(np.int64)) for key in (
-                "step", "host_start", "host_end", "host_period_ns", "python_ns", "cuda_ns",
+                "step", "host_start_ns", "host_end_ns", "host_period_ns", "python_ns", "cuda_ns",
                 "sync_ns", "named_ns")}, HOST_CNAME)
         code = ranges[(ranges["tid"].to_numpy() == thread)
                       & ~ranges["name"].isin(NOT_CODE).to_numpy()]
@@ -252,10 +254,10 @@ def _host_rows(w: _Writer, pid: int, tid: int, a, origin: int, lo: int, hi: int)
 def _bounds(traced: list, blocking: pd.DataFrame) -> tuple:
     """(lo, hi, origin): the stretch written, the steps on the host and on the GPU, and the
     first time written in it (an op or call that began before the first step)."""
-    lo = min(int(min(a.steps["cpu_start"].min(), a.steps["gpu_start"].min())) for a in traced)
-    hi = max(int(max(a.steps["cpu_end"].max(), a.steps["gpu_end"].max())) for a in traced)
-    starts = [_within(f, lo, hi)["start"].to_numpy() for f in (*(a.ops for a in traced),
-                                                                blocking)]
+    lo = min(int(min(a.steps["cpu_start_ns"].min(), a.steps["gpu_start_ns"].min())) for a in traced)
+    hi = max(int(max(a.steps["cpu_end_ns"].max(), a.steps["gpu_end_ns"].max())) for a in traced)
+    starts = [_within(a.ops, lo, hi)["start_ns"].to_numpy() for a in traced]
+    starts.append(_within(blocking, lo, hi)["start"].to_numpy())
     return lo, hi, min([lo, *(int(s.min()) for s in starts if len(s))])
 
 
@@ -282,5 +284,15 @@ def chrome_trace(runs: list) -> str:
 
 
 def write_chrome_trace(path, runs: list) -> None:
+    """The Chrome trace JSON at `path`, gzip-compressed where the name ends in .json.gz (as
+    ui.perfetto.dev opens it)."""
+    text = chrome_trace(runs)
+    if str(path).lower().endswith(".gz"):
+        import gzip
+
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                                                     compresslevel=6) as f:
+            f.write(text.encode("utf-8"))
+        return
     with open(path, "w", encoding="utf-8") as f:
-        f.write(chrome_trace(runs))
+        f.write(text)

@@ -10,7 +10,7 @@ quantity, in every figure.
 import numpy as np
 
 from ..measures.summary import CAUSES
-from ..render.mpl import Figure, FigureCanvasAgg, ticker
+from ..render.mpl import DPI, Figure, legend_above, new_figure, ticker
 from ..render.palette import (
     BUSY,
     BUSY_COLOUR,
@@ -23,22 +23,9 @@ from ..render.palette import (
     UNTRACED_COLOUR,
 )
 from ..render.plots_host import draw_host_bars, has_host
-from ..render.plots_timeline import (
-    draw_overview,
-    draw_zoom,
-    legend_above,
-    zoom_window,
-)
+from ..render.plots_timeline import draw_overview, draw_zoom, zoom_window
 
-DPI = 110
-
-
-def new_figure(**kwargs) -> Figure:
-    """A figure on an Agg canvas of its own (Figure's arguments): saved as PNG by its canvas,
-    freed with it, whatever backend the calling process (a notebook, say) has chosen."""
-    fig = Figure(**kwargs)
-    FigureCanvasAgg(fig)
-    return fig
+__all__ = ["DPI", "analysis_figure", "new_figure", "plot_analysis"]
 
 # More steps than this are drawn as this many bars, each the mean of a run of consecutive steps:
 # a bar per step of a 3000-step capture costs minutes in matplotlib and reads as noise.
@@ -183,14 +170,15 @@ def draw_gap_histogram(ax, a) -> None:
     ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel(f"gap length (µs), {len(gaps)} gaps")
     ax.set_ylabel("idle ms per step, in the bin")
-    ax.set_title("where the idle time is: gaps by length, by the time they hold", pad=22,
-                 fontsize=10)
+    ax.set_title("where the idle time is: gaps by length, by the time they hold; % of the idle",
+                 pad=22, fontsize=10)
     legend_above(ax)
 
 
 def _share(share: float) -> str:
-    """A share of the idle time for a legend: never "0%" for some time."""
-    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
+    """A share of the idle time for a legend, as the text says it (one decimal; the panel's
+    title names the denominator): never "0.0%" for some time."""
+    return "<0.1%" if 0 < share < 0.0005 else f"{share:.1%}"
 
 
 def _series(steps, column: str, scale: float) -> np.ndarray:
@@ -304,6 +292,6 @@ def analysis_figure(a, label: str, untraced_ms_per_step: float | None = None) ->
         draw_host_bars(fig.add_subplot(grid[3 + twin, :]), a)
     if metrics:
         draw_step_metrics(fig.add_subplot(grid[rows - 1, :]), a)
-    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['gpu_util']:.1%}",
+    fig.suptitle(f"{label}: device {a.device}, GPU busy {a.summary['busy_share_of_window']:.1%}",
                  y=1 - 0.2 / height)
     return fig

@@ -5,11 +5,18 @@ period (METRICS.md, "Host time")."""
 import numpy as np
 
 from ..render.host import short_row
-from ..render.palette import BUSY_COLOUR, HOST_OTHER_COLOUR, HOST_REST_COLOUR, HOST_ROW_COLOURS
-from ..render.plots_timeline import legend_above
+from ..render.mpl import legend_above, name_colour
+from ..render.palette import (
+    BUSY_COLOUR,
+    HOST_FIXED_COLOURS,
+    HOST_OTHER_COLOUR,
+    HOST_REST_COLOUR,
+    HOST_ROW_COLOURS,
+    HOST_ROWS_DRAWN,
+)
 
 # Rows drawn each in a colour of its own; the others are one band ("the rest").
-ROWS_DRAWN = len(HOST_ROW_COLOURS)
+ROWS_DRAWN = HOST_ROWS_DRAWN
 MAX_BARS = 120
 # Bars over this many times the 90th percentile's height are cut at the axis' top.
 CLIP = 3
@@ -42,12 +49,11 @@ def host_parts(a) -> tuple:
     return bins, parts, busy
 
 
-def _colour(band: str, i: int) -> str:
-    if band == "other":
-        return HOST_OTHER_COLOUR
-    if band == "the rest":
-        return HOST_REST_COLOUR
-    return HOST_ROW_COLOURS[i % len(HOST_ROW_COLOURS)]
+def host_colour(band: str) -> str:
+    """A row of named code's colour by its name (mpl.name_colour): the same in every figure,
+    whatever its rank there."""
+    fixed = {"other": HOST_OTHER_COLOUR, "the rest": HOST_REST_COLOUR, **HOST_FIXED_COLOURS}
+    return name_colour(band, HOST_ROW_COLOURS, fixed)
 
 
 def draw_host_bars(ax, a) -> None:
@@ -55,9 +61,9 @@ def draw_host_bars(ax, a) -> None:
     x = np.arange(len(busy))
     edges = np.arange(len(x) + 1) - 0.5
     bottom = np.zeros(len(x))
-    for i, (band, values) in enumerate(parts.items()):
+    for band, values in parts.items():
         ax.stairs(bottom + values, edges, baseline=bottom.copy(), fill=True,
-                  color=_colour(band, i), label=short_row(band))
+                  color=host_colour(band), label=short_row(band))
         bottom += values
     ax.stairs(busy, edges, color=BUSY_COLOUR, linewidth=2, label="GPU busy (same period)")
     names = a.host_steps["step"].astype(str).to_numpy()

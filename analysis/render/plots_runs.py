@@ -6,7 +6,7 @@ canvas of its own, palette.py's colours and words).
 import numpy as np
 import pandas as pd
 
-from ..render.mpl import Figure
+from ..render.mpl import DPI, Figure, legend_above, new_figure
 from ..render.palette import (
     FLOOR,
     FLOOR_COLOUR,
@@ -17,8 +17,6 @@ from ..render.palette import (
     UNTRACED,
     UNTRACED_COLOUR,
 )
-from ..render.plots import DPI, new_figure
-from ..render.plots_timeline import legend_above
 
 BUBBLE_SERIES = (("node_bubble_ns", f"{TRACED}, node-level", TRACED_COLOUR),
                  ("graph_bubble_ns", f"{TRACED}, graph-level", TRACED_GRAPH_COLOUR),

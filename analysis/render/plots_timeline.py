@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..measures.intervals import Coverage
 from ..measures.summary import CAUSES
+from ..render.mpl import legend_above
 from ..render.palette import BUSY, BUSY_COLOUR, CAUSE_COLOURS, NVTX_COLOUR
 
 TIMELINE_STEPS = 3
@@ -95,9 +96,9 @@ def draw_step_rows(ax, steps, lo: int, hi: int, scale: float, gpu_y: float, host
 
     names = np.array(step_labels(steps), dtype=object)
     width = hi - lo
-    rows = ((steps["gpu_start"].to_numpy(dtype=np.float64, na_value=np.nan),
-             steps["gpu_end"].to_numpy(dtype=np.float64, na_value=np.nan), gpu_y),
-            (steps["cpu_start"].to_numpy(np.float64), steps["cpu_end"].to_numpy(np.float64),
+    rows = ((steps["gpu_start_ns"].to_numpy(dtype=np.float64, na_value=np.nan),
+             steps["gpu_end_ns"].to_numpy(dtype=np.float64, na_value=np.nan), gpu_y),
+            (steps["cpu_start_ns"].to_numpy(np.float64), steps["cpu_end_ns"].to_numpy(np.float64),
              host_y))
     for start, end, y in rows:
         known = ~np.isnan(start)
@@ -156,8 +157,8 @@ def timeline_steps(steps) -> tuple:
     steps = one_thread(steps)
     first = typical_first(steps)
     chosen = steps.iloc[first:first + TIMELINE_STEPS]
-    lo = int(min(chosen["gpu_start"].min(), chosen["cpu_start"].min()))
-    hi = int(max(chosen["gpu_end"].max(), chosen["cpu_end"].max()))
+    lo = int(min(chosen["gpu_start_ns"].min(), chosen["cpu_start_ns"].min()))
+    hi = int(max(chosen["gpu_end_ns"].max(), chosen["cpu_end_ns"].max()))
     return chosen, lo, hi
 
 
@@ -168,7 +169,7 @@ def binned_timeline(ops, gaps, lo: int, hi: int, columns: int = COLUMNS) -> tupl
     # No column narrower than a ns (a hand-drawn trace spans a few hundred).
     edges = np.linspace(lo, hi, max(min(columns, hi - lo), 1) + 1).round().astype(np.int64)
     a, b = edges[:-1], edges[1:]
-    out = {BUSY: Coverage(ops["start"].to_numpy(), ops["end"].to_numpy()).covered(a, b)}
+    out = {BUSY: Coverage(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()).covered(a, b)}
     cause = gaps["cause"].astype(str).to_numpy()
     for c in CAUSES:
         mine = cause == c
@@ -233,10 +234,10 @@ def zoom_window(a, ops_each_side: int = ZOOM_OPS) -> tuple | None:
         return None
     k = min(typical_first(steps), len(steps) - 2)
     before, after = steps.iloc[k], steps.iloc[k + 1]
-    order = np.argsort(a.ops["start"].to_numpy(), kind="stable")
-    start, end = a.ops["start"].to_numpy()[order], a.ops["end"].to_numpy()[order]
-    edge_a = int(min(before["gpu_end"], after["gpu_start"]))
-    edge_b = int(max(before["gpu_end"], after["gpu_start"]))
+    order = np.argsort(a.ops["start_ns"].to_numpy(), kind="stable")
+    start, end = a.ops["start_ns"].to_numpy()[order], a.ops["end_ns"].to_numpy()[order]
+    edge_a = int(min(before["gpu_end_ns"], after["gpu_start_ns"]))
+    edge_b = int(max(before["gpu_end_ns"], after["gpu_start_ns"]))
     i = max(int(np.searchsorted(start, edge_a)) - ops_each_side, 0)
     j = min(int(np.searchsorted(start, edge_b)) + ops_each_side, len(start)) - 1
     reach = int(np.nanmedian(steps["period_ns"].astype("Float64").to_numpy(
@@ -254,11 +255,12 @@ def draw_zoom(ax, a, window: tuple) -> None:
     def rel_us(t):
         return (np.asarray(t, dtype=np.float64) - lo) / 1e3
 
-    ops = a.ops[(a.ops["end"].to_numpy() > lo) & (a.ops["start"].to_numpy() < hi)]
+    ops = a.ops[(a.ops["end_ns"].to_numpy() > lo) & (a.ops["start_ns"].to_numpy() < hi)]
     streams = sorted(ops["stream"].unique().tolist())
     for row, stream in enumerate(streams):
         o = ops[ops["stream"] == stream]
-        ax.broken_barh(list(zip(rel_us(o["start"]), (o["end"] - o["start"]).to_numpy() / 1e3,
+        ax.broken_barh(list(zip(rel_us(o["start_ns"]),
+                                (o["end_ns"] - o["start_ns"]).to_numpy() / 1e3,
                                 strict=True)), (row + 0.15, 0.7), color=BUSY_COLOUR,
                        # An edge of its own colour: an op of a µs stays a line a pixel wide.
                        edgecolor=BUSY_COLOUR, linewidth=0.8, zorder=3,
@@ -284,12 +286,3 @@ def draw_zoom(ax, a, window: tuple) -> None:
                              f"GPU{of_thread(a.steps)}, the bubble between them; gaps shaded by "
                              "cause"), pad=22, fontsize=10)
     legend_above(ax)
-
-
-def legend_above(ax, **kwargs) -> None:
-    """The legend in one row above the axes, under the title: outside the data."""
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(handles),
-                  frameon=False, fontsize=8, borderaxespad=0.2, handlelength=1.2,
-                  columnspacing=1.2, **kwargs)

@@ -3,37 +3,17 @@ in chunks so that a million-step table never sits in memory as one string.
 """
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
 from ..measures.analysis import METRICS
+from ..measures.plain import plain
 from ..render.csv_text import Unwritable, csv_field, csv_rows, int_list, is_int
 
 # From this many values on, a column of integers is written by csv_text.int_list.
 JSON_INTS_MIN = 1000
-
-
-def plain(value):
-    """A JSON-ready Python value: numpy scalars unwrapped, NA/NaN as None, whole floats as int."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, (np.integer, int)) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        f = float(value)
-        if math.isnan(f):
-            return None
-        return int(f) if f.is_integer() and abs(f) < 2**53 else f
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 def records(df: pd.DataFrame) -> list:
@@ -118,18 +98,29 @@ def _json_chunks(value, indent: str, depth: int):
         yield json.dumps(value, allow_nan=False)
 
 
-def json_chunks(analyses: list):
-    """`analyze --format json` in pieces, to be written one after the other."""
+def json_chunks(analyses: list, table: str | None = None):
+    """`analyze --format json` in pieces, to be written one after the other; `table` (--table):
+    that table alone, under its key (`{"gaps": {...}}`)."""
+    def document(a) -> dict:
+        whole = analysis_dict(a, frames=True)
+        if table is None:
+            return whole
+        if table not in whole:
+            raise TraceError(f"--table {table}: a capture of GPU metrics without a CUDA trace "
+                             "has no gaps, streams, syncs or host table; --table steps gives "
+                             "its per-step metrics")
+        return {table: whole[table]}
+
     if len(analyses) == 1:
-        yield from _json_chunks(analysis_dict(analyses[0], frames=True), "", 1)
+        yield from _json_chunks(document(analyses[0]), "", 1)
     else:
-        devices = {str(a.device): analysis_dict(a, frames=True) for a in analyses}
+        devices = {str(a.device): document(a) for a in analyses}
         yield from _json_chunks({"devices": devices}, "", -1)
     yield "\n"
 
 
-def to_json(analyses: list) -> str:
-    return "".join(json_chunks(analyses))
+def to_json(analyses: list, table: str | None = None) -> str:
+    return "".join(json_chunks(analyses, table))
 
 
 TABLES = ("steps", "gaps", "streams", "syncs", "host")

@@ -47,8 +47,7 @@ GRAPH_NOTES = {
 # Where the steps came from (summary.steps_from), in words.
 STEPS_FROM = {
     "nvtx": "NVTX ranges",
-    "function": "calls of a Python function (nsys's function trace or gapscope's hook), "
-                "numbered in order within their thread",
+    "function": "calls of a Python function (nsys's function trace or gapscope's hook)",
     "profiler_step": "torch.profiler's ProfilerStep#N ranges (prof.step())",
     "inferred": "inferred from the trace (no step ranges)",
 }
@@ -65,12 +64,21 @@ def class_method(name: str) -> str:
     return ".".join(name.split(".")[-2:])
 
 
-def steps_from(s: dict) -> str | None:
-    """Where the steps came from, in words, with what an inference keyed on; None for NVTX
-    ranges (the default, said by nothing)."""
+def numbering(s: dict, steps: pd.DataFrame | None) -> str:
+    """How the steps are numbered (the one rule, METRICS.md "Step numbers"): by the numbers in
+    their names, else 1, 2, ... in order within their thread."""
+    span = ""
+    if steps is not None and len(steps) and "step" in steps:
+        span = f" {steps['step'].min()}–{steps['step'].max()}"
+    if s.get("step_numbers", "name") == "name":
+        return f"numbered{span} by their names"
+    return f"numbered{span} in order within their thread"
+
+
+def steps_from(s: dict, steps: pd.DataFrame | None = None) -> str:
+    """Where the steps came from, in words (the pattern that took them, what an inference keyed
+    on, the function called), and how they are numbered."""
     source = s.get("steps_from", "nvtx")
-    if source == "nvtx":
-        return None
     if s.get("draft"):
         d = s["draft"]
         return (f"target forwards of speculative decoding, numbered in order within their "
@@ -80,7 +88,9 @@ def steps_from(s: dict) -> str | None:
     by = s.get("steps_inferred_by")
     if source == "function" and s.get("step_functions"):
         by = ", ".join(s["step_functions"])
-    return STEPS_FROM[source] + (f": {by}" if by else "")
+    elif source in ("nvtx", "profiler_step") and s.get("step_pattern"):
+        by = f"'{s['step_pattern']}'"
+    return STEPS_FROM[source] + (f": {by}" if by else "") + f"; {numbering(s, steps)}"
 
 
 def tokens_text(s: dict) -> str | None:
@@ -107,18 +117,28 @@ def draft_text(s: dict) -> str | None:
 
 
 def steps_lines(s: dict, steps: pd.DataFrame) -> list:
-    """Where the steps came from (unless NVTX ranges) and, where several threads have steps,
-    one line a thread."""
+    """Where the steps came from and how they are numbered."""
+    return textwrap.wrap(steps_from(s, steps), TEXT_WIDTH, initial_indent="  steps from     ",
+                         subsequent_indent=" " * LABEL_WIDTH, break_on_hyphens=False)
+
+
+def thread_lines(steps: pd.DataFrame) -> list:
+    """Where several threads have steps, one line a thread (after the ten lines every report
+    starts with)."""
     lines = []
-    origin = steps_from(s)
-    if origin:
-        lines += textwrap.wrap(origin, TEXT_WIDTH, initial_indent="  steps from     ",
-                               subsequent_indent=" " * LABEL_WIDTH)
     for thread, t in by_thread(steps).iterrows():
         lines.append(f"  thread         {thread}: {t['steps']} steps, "
                      f"{ms_from_ns(t['period_ns_median'])} period, "
                      f"{us_from_ns(t['bubble_ns_median'])} bubble (medians)")
     return lines
+
+
+def check_text(s: dict) -> str:
+    """The stop checks' part of the streams line: their median cover, or that the check
+    pattern matched no range (summary.checks 0)."""
+    if s.get("checks") == 0:
+        return "stop checks: no range matches --check"
+    return f"stop checks {pct(s['check_cover_median'])} busy (median)"
 
 
 def no_twin_why(a) -> str | None:
@@ -133,28 +153,33 @@ def no_twin_why(a) -> str | None:
 
 def text_summary(label: str, s: dict, schema: str, steps: pd.DataFrame | None = None,
                  no_twin: str | None = None) -> str:
-    cover = s["check_cover_median"]
     lines = [
         f"{label}: device {s['device']}, {s['steps']} steps, {schema}",
         *steps_lines(s, steps if steps is not None else pd.DataFrame()),
         f"  step time      {ms_from_ns(s['step_cpu_ns_median'])} median on the host, "
         f"{ms_from_ns(s['period_ns_median'])} period on the GPU",
-        *(f"  {label:<15}{text}" for label, text in (("tokens", tokens_text(s)),
-                                                      ("draft", draft_text(s))) if text),
-        f"  GPU busy       {pct(s['gpu_util'])} of a {ms_from_ns(s['window_ns'])} window "
+        f"  GPU busy       {pct(s['busy_share_of_window'])} of a {ms_from_ns(s['window_ns'])} "
+        "window "
         f"({ms_from_ns(s['busy_ns'])} busy, {ms_from_ns(s['idle_ns'])} idle in {s['gaps']} gaps)",
         f"  bubble         {us_from_ns(s['bubble_ns_median'])} median, "
         f"{us_from_ns(s['bubble_ns_p90'])} p90 between steps",
-        f"  idle by cause  {shares(s['idle_ns_by_cause'], s['idle_ns'], CAUSES)}",
-        f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, LEDGER_WORDS)}",
-        f"  sync idle      {pct(s['sync_idle_share'])} of the window, as traced (not what hiding "
+        f"  idle by cause  {shares(s['idle_ns_by_cause'], s['idle_ns'], CAUSES)}"
+        + (" (of the idle)" if s["idle_ns"] > 0 else ""),
+        f"  idle ledger    {shares(s['idle_ledger'], s['idle_ns'], LEDGER, LEDGER_WORDS)}"
+        + (" (of the idle)" if s["idle_ns"] > 0 else ""),
+        f"  sync idle      {pct(s['sync_idle_share_of_window'])} of the window, as traced (not "
+        "what hiding "
         + ("the sync buys: see untraced)" if "untraced" in s
            else "the sync buys: no twin here)"),
         f"  streams        {s['streams']}, {ms_from_ns(s['concurrent_ns'])} with two or more "
-        f"running; stop checks {pct(cover)} busy (median)",
+        "running; " + check_text(s),
         f"  unattributed   {s['unattributed_ops']} ops launched outside the steps"
         + (f", {s['ops_without_launch_call']} without a launch call"
            if s["ops_without_launch_call"] else ""),
+        # After the ten lines every report starts with: what this capture has beside.
+        *(f"  {label:<15}{text}" for label, text in (("tokens", tokens_text(s)),
+                                                      ("draft", draft_text(s))) if text),
+        *thread_lines(steps if steps is not None else pd.DataFrame()),
     ]
     if s["cuda_graph_trace"] in GRAPH_NOTES:
         lines.append(f"  CUDA graphs    {GRAPH_NOTES[s['cuda_graph_trace']]}")
@@ -260,6 +285,7 @@ def metrics_text_summary(label: str, s: dict, schema: str,
         "  GPU metrics only: no CUDA trace, so no gap analysis; steps are their NVTX ranges",
         f"  step time      {ms_from_ns(s['step_cpu_ns_median'])} median on the host, "
         f"{ms_from_ns(s['window_ns'])} window",
+        *thread_lines(steps if steps is not None else pd.DataFrame()),
     ]
     if "untraced" in s:
         u = s["untraced"]
@@ -334,7 +360,7 @@ def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
         return ["  syncs          no blocking call inside the steps"]
     calls = int(syncs["calls"].sum())
     lines = [f"  syncs          {calls / steps:.2f} blocking calls a step ({calls}): "
-             f"{ms_from_ns(int(syncs['blocked_ns'].sum()))} blocked, "
+             f"{ms_from_ns(int(syncs['blocked_ns'].sum()))} host blocked, "
              f"{ms_from_ns(int(syncs['gpu_idle_after_ns'].sum()))} GPU idle after"]
     threads = syncs["tid"].nunique() > 1
     for row in syncs.head(SYNC_SITES_SHOWN).itertuples(index=False):
@@ -342,7 +368,7 @@ def sync_lines(syncs: pd.DataFrame, steps: int) -> list:
         thread = f", thread {row.thread}" if threads else ""
         lines += [_fit("    ", sync_where(row) + thread),
                   f"      {row.call} {row.calls_per_step:.2f}/step: "
-                  f"{us_from_ns(row.blocked_ns_median)} blocked (median), "
+                  f"{us_from_ns(row.blocked_ns_median)} host blocked (median), "
                   f"{us_from_ns(row.gpu_idle_after_ns / thread_steps)}/step GPU idle after"]
     if len(syncs) > SYNC_SITES_SHOWN:
         lines.append(f"    and {len(syncs) - SYNC_SITES_SHOWN} more (--format md, or csv "

@@ -18,6 +18,9 @@ import sqlite_utils
 
 from ..errors import TraceError
 from ..measures.analysis import STORED, Analysis
+from ..measures.names import renamed_frame, renamed_summary
+from ..outputs import check_database, input_files
+from ..outputs import same_file as _same_file
 from ..readers.runs import Run
 from ..store import db as db_mod
 
@@ -41,7 +44,7 @@ def stored_summary(row: dict) -> dict:
     (db.SUMMARY_PREFIXES) nested again; a section absent where the run had none (its columns
     NULL)."""
     if row.get("summary_json"):
-        return json.loads(row["summary_json"])
+        return renamed_summary(json.loads(row["summary_json"]))
     summary = dict(row)
     summary["idle_ns_by_cause"] = {k.removeprefix("idle_ns_by_cause_"): v for k, v in row.items()
                                    if k.startswith("idle_ns_by_cause_")}
@@ -50,7 +53,19 @@ def stored_summary(row: dict) -> dict:
                 if k.startswith(prefix + "_")}
         if any(v is not None for v in part.values()):
             summary[key] = part
-    return summary
+    return renamed_summary(summary)
+
+
+def _restored(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """A child table as the analysis made it: the gaps' cause categorical again, the host
+    steps' pause a boolean."""
+    if name == "gaps" and "cause" in frame.columns:
+        from ..measures.gaps import CAUSES
+
+        frame = frame.assign(cause=pd.Categorical(frame["cause"], categories=CAUSES))
+    if name == "host_steps" and "paused" in frame.columns:
+        frame = frame.assign(paused=frame["paused"].astype(bool))
+    return frame
 
 
 class Database:
@@ -60,6 +75,8 @@ class Database:
         self.path = path
         if read_only and not Path(path).is_file():
             raise TraceError(f"{path}: no such database")
+        if not read_only:  # never into another SQLite file (an nsys export): outputs.py
+            check_database(path, "Database(path)")
         self.db = open_read_only(path) if read_only else db_mod.open_db(path)
 
     def __enter__(self):
@@ -75,6 +92,11 @@ class Database:
         """One run's analyses (each device's, as analysis.open returns them) into every table,
         replacing the run's rows where it was added before; its run_id."""
         run = analyses[0].run
+        if run is not None and any(_same_file(self.path, f) for f in input_files(
+                run.trace_path.parent if (run.trace_path.parent / "run.json").is_file()
+                else run.trace_path)):
+            raise TraceError(f"Database(path) {self.path}: is an input of the run it is given "
+                             f"({run.trace_path}); writing it would destroy the capture")
         return db_mod.add_run(self.db, run, label or run.label, analyses)
 
     def count(self) -> int:
@@ -93,7 +115,7 @@ class Database:
 
     def steps(self, run_id: str, device: int = 0) -> pd.DataFrame:
         """One row a step of the run (table `steps`), in step order."""
-        return frame(self.db.execute(STEPS_SQL, [run_id, device]))
+        return renamed_frame(frame(self.db.execute(STEPS_SQL, [run_id, device])), "steps")
 
     def gaps(self, run_id: str, device: int = 0) -> pd.DataFrame:
         """One row a GPU idle gap of the run (table `gaps`), in time order."""
@@ -104,21 +126,29 @@ class Database:
         if name not in db_mod.CHILD_TABLES:
             raise TraceError(f"{name}: no such table; the database has runs, "
                              f"{', '.join(db_mod.CHILD_TABLES)}")
-        return frame(self.db.execute(
+        return renamed_frame(frame(self.db.execute(
             f"SELECT * FROM [{name}] WHERE run_id = ? AND device = ? ORDER BY row",
-            [run_id, device]))
+            [run_id, device])), name)
 
-    def analyses(self, where: str | None = None) -> list:
-        """The runs that match `where` as Analyses of kind "stored" (summary, steps and syncs),
-        in the order they were added: what compare reads, and what to_text and to_markdown
-        render."""
+    def analyses(self, where: str | None = None, tables=None) -> list:
+        """The runs that match `where` as Analyses of kind "stored", in the order they were
+        added: the summary, the steps and every table the database keeps (gaps, streams,
+        syncs, host, host_steps, pairs, checks: all but the ops, which stay in the capture);
+        `tables`: only those (compare reads the steps and syncs alone). A table the database
+        lacks (written by an older gapscope, or a run without it) is None."""
+        wanted = db_mod.CHILD_TABLES if tables is None else tables
         out = []
         for row in self.run_rows(where):
             run = Run(Path(row["trace"]), row["label"], json.loads(row["run_json"] or "{}"))
-            syncs = (self.table("syncs", row["run_id"], row["device"])
-                     if self.db["syncs"].exists() else None)
+            parts = {}
+            for name in wanted:
+                if name == "steps" or not self.db[name].exists():
+                    continue
+                found = self.table(name, row["run_id"], row["device"])
+                parts[name] = (_restored(found.drop(columns=["run_id", "device", "row"],
+                                                    errors="ignore"), name)
+                               if len(found.columns) else None)
             out.append(Analysis(row["device"], stored_summary(row),
-                                self.steps(row["run_id"], row["device"]),
-                                syncs=syncs if syncs is not None and len(syncs.columns) else None,
+                                self.steps(row["run_id"], row["device"]), **parts,
                                 kind=STORED, run=run))
         return out

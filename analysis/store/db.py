@@ -7,6 +7,8 @@
     streams  one row per stream }
     syncs    one row per sync site (thread, blocking call, Python line)
     host     one row per step and row of the host table (the named code that spent its time)
+    host_steps, pairs, checks   the host table's steps, the stream pairs, the stop checks
+(every table of an Analysis but its ops: those stay in the capture)
 
 A run is its trace's content: adding the same trace again (from any path) replaces its rows.
 A key no earlier run had becomes a new column (sqlite-utils' `alter=True`). METRICS.md documents
@@ -22,7 +24,8 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from ..render.report import column_values, plain
+from ..measures.plain import plain
+from ..render.report import column_values
 from ..store.scratch import (
     KEY_COLUMNS,
     SCRATCH_FILES,
@@ -41,6 +44,9 @@ CHILD_TABLES = {
     "streams": lambda a: a.streams,
     "syncs": lambda a: a.syncs,
     "host": lambda a: a.host,
+    "host_steps": lambda a: a.host_steps,
+    "pairs": lambda a: a.pairs,
+    "checks": lambda a: a.checks,
 }
 INDEXES = {
     "runs": [["config_variant", "config_batch"], ["trace"]],

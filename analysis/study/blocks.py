@@ -25,6 +25,7 @@ import importlib
 from pathlib import Path
 
 BLOCKS = {
+    ("README.md", "first-screen"): "analysis.study.doc_readme:first_screen",
     ("README.md", "profiler-share"): "analysis.study.doc_readme:profiler_share",
     ("README.md", "findings"): "analysis.study.doc_readme:readme_findings",
     ("README.md", "sizes"): "analysis.study.doc_readme:readme_sizes",

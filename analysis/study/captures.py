@@ -10,7 +10,6 @@ import pandas as pd
 
 from ..measures.summary import Options
 from ..readers.runs import TRACE_NAMES
-from ..readers.trace import KERNEL
 from ..study.text import fmt_ms
 from ..sweep import open_all
 
@@ -80,7 +79,7 @@ def kernels_per_step(a) -> float:
     """The median number of kernel records a captured step (op records less copies, sets and
     graph replays)."""
     ops = a.ops[a.ops["step"] >= 0]
-    counts = ops[ops["kind"] == KERNEL].groupby("step").size()
+    counts = ops[ops["kind"] == "kernel"].groupby("step").size()
     return float(counts.reindex(a.steps["step"], fill_value=0).median())
 
 
@@ -124,15 +123,15 @@ def capture_rows(caps: dict, floors: dict | None = None) -> tuple:
                 "op records/step": f"{a.steps['op_records'].median():.0f}",
                 "kernels/step": f"{kernels_per_step(a):.0f}",
                 "launch calls/step": f"{a.steps['ops'].median():.0f}",
-                "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
+                "GPU busy (of window)": f"{s['busy_share_of_window'] * 100:.1f}%",
                 "bubble median µs": f"{s['bubble_ns_median'] / 1e3:.1f}",
                 "bubble µs untraced": "–" if twin is None else f"{twin / 1e3:.1f}",
                 "bubble p90 µs": f"{s['bubble_ns_p90'] / 1e3:.1f}",
-                "idle sync / host / queued": " / ".join(
+                "idle sync / host / queued (of idle)": " / ".join(
                     f"{s['idle_ns_by_cause'][c] / idle * 100:.0f}%"
                     for c in ("sync", "host", "queued")
                 ),
-                "sync idle share": f"{s['sync_idle_share'] * 100:.1f}%",
+                "sync idle (of window)": f"{s['sync_idle_share_of_window'] * 100:.1f}%",
                 "check cover": "–"
                 if s["check_cover_median"] is None
                 else f"{s['check_cover_median']:.2f}",

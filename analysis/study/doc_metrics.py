@@ -17,10 +17,9 @@ def reference_block(root: Path) -> str:
     says."""
     from ..measures.summary import analyze
     from ..readers import load_trace
-    from ..readers.trace import KERNEL
 
     lines = ["| trace | steps | window_ns | busy_ns | bubble median | idle by cause (sync / host "
-             "/ queued) | ledger (wait / host / launch) | gaps |",
+             "/ queued) | ledger (blocked / pre-launch / in launch) | gaps |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     found = []
     for path in REFERENCE:
@@ -29,18 +28,21 @@ def reference_block(root: Path) -> str:
         c, ledger = s["idle_ns_by_cause"], s["idle_ledger"]
         lines.append(f"| {Path(path).stem} | {s['steps']} | {s['window_ns']} | {s['busy_ns']} | "
                      f"{int(s['bubble_ns_median'])} | {c['sync']} / {c['host']} / {c['queued']} | "
-                     f"{ledger['wait_ns']} / {ledger['host_ns']} / {ledger['launch_ns']} | "
+                     f"{ledger['blocked']} / {ledger['pre_launch']} / {ledger['in_launch']} | "
                      f"{s['gaps']} |")
         ops = a.ops[a.ops["step"] >= 0]
-        kernels = (ops["kind"] == KERNEL).groupby(ops["step"]).sum().median()
+        kernels = (ops["kind"] == "kernel").groupby(ops["step"]).sum().median()
         found.append((Path(path).stem, s, kernels))
     static = next(s for name, s, _ in found if "static" in name)
     text = (f"What these say (traced): on an H200 in eager mode the GPU is busy "
-            f"{span([s['gpu_util'] * 100 for _, s, _ in found], '.0f', '%')} of the window; the "
+            f"{span([s['busy_share_of_window'] * 100 for _, s, _ in found], '.0f', '%')} of the "
+            "window; the "
             "gaps are host-bound (Python launching "
             f"{span([k for _, _, k in found], '.0f')} small kernels a step), and the traced sync "
-            f"idle is {pct(static['sync_idle_share'])} of the static one's window "
-            f"(`sync_idle_share` {static['sync_idle_share']:.4f}). The bubble is where the "
+            f"idle is {pct(static['sync_idle_share_of_window'])} of the static one's window "
+            "(`sync_idle_share_of_window` "
+            f"{static['sync_idle_share_of_window']:.4f}). The bubble is "
+            "where the "
             "two-stream trick matters only once launches are cheap (CUDA graphs): the harness "
             "has to show that difference, variant by variant.")
     return "\n".join(lines) + "\n\n" + text

@@ -132,3 +132,20 @@ def readme_sizes(root: Path) -> str:
         f"`llama-3-8b` config (VARIANTS.md, {peer['config']['processes']} processes a side): "
         + listing([f"{p[('fused', b)]['speedup_vs_gpt_fast']:.2f}x at batch {b}"
                    for b in batches]) + " for `fused`, in that run.")
+
+
+# README's first screen: the command a new user runs on a bundled capture, and the summary it
+# prints (its first FIRST_SCREEN_LINES lines: the run, where the steps came from, and one line a
+# quantity), made by the analysis itself from the committed capture.
+FIRST_SCREEN_RUN = "tests/data/runs/compiled"
+FIRST_SCREEN_LINES = 10
+
+
+def first_screen(root: Path) -> str:
+    """README's opening block: `gapscope analyze` of a bundled capture and its summary lines, as
+    the command prints them."""
+    from ..api import load
+
+    text = load(root / FIRST_SCREEN_RUN).to_text()
+    lines = text.splitlines()[:FIRST_SCREEN_LINES]
+    return "\n".join(["```", f"$ gapscope analyze {FIRST_SCREEN_RUN}", *lines, "```"])

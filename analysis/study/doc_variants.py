@@ -38,13 +38,12 @@ def _per_step(a, kind: str) -> float:
 
 def graphed_shows(root: Path) -> str:
     """`graphed`'s op records a step in its node-level capture, and its memset nodes."""
-    from ..readers.trace import MEMSET
 
     a, _ = _capture(root, "graphed")
     return (f"**Shows:** one graph launch per step: launch overhead gone (the GPU's busy share "
             "in its captures: RESULTS.md); what is left idle is `queued` in the analysis: the "
             f"graph's own latency between its {a.steps['op_records'].median():.0f} op records a "
-            f"step, {_per_step(a, MEMSET):.0f} of them the memset nodes that cuBLASLt's split-K "
+            f"step, {_per_step(a, 'memset'):.0f} of them the memset nodes that cuBLASLt's split-K "
             f"GEMMs bring (`{RUNS}/graphed`, traced node by node; `fused` has none). The GPU test "
             "replays it under `set_sync_debug_mode(\"error\")`.")
 
@@ -75,7 +74,8 @@ def fused_shows(root: Path) -> str:
             "docs/RESULTS.md).")
     if two is not None:
         ms2 = two.loc["fused", "ms_per_step_median"]
-        text += (f" With `--branches 2` the GPU is busier still ({pct(b2.summary['gpu_util'])} "
+        text += (" With `--branches 2` the GPU is busier still "
+                 f"({pct(b2.summary['busy_share_of_window'])} "
                  f"in its capture) and the step slower untraced ({fmt_ms(ms2)} ms/step in a "
                  f"process of its own, {BETWEEN_PROCESSES}: "
                  + between(ms2 / fused, g, pct(ms2 / fused - 1, sign=True))

@@ -110,9 +110,9 @@ def capture_table(study: Path) -> pd.DataFrame:
                                 "bubble median µs": "bubble µs traced"})
     # A capture graph by graph has one record a replay and none of the graph's kernels.
     rows.loc[rows["graph trace"] == "graph", "kernels/step"] = "–"
-    return rows[["capture", "batch", "traced ms/step", "untraced ms/step", "GPU busy",
+    return rows[["capture", "batch", "traced ms/step", "untraced ms/step", "GPU busy (of window)",
                  "op records/step", "kernels/step", "bubble µs traced", "bubble µs untraced",
-                 "idle sync / host / queued", "sync idle share"]]
+                 "idle sync / host / queued (of idle)", "sync idle (of window)"]]
 
 
 def model_line(study: Path) -> str:

@@ -70,7 +70,8 @@ def family_findings(by_batch: dict, caps: dict, floors: dict | None = None) -> l
     static = [(b, caps[("static", b)][0]) for b in batches if ("static", b) in caps]
     if static:
         text += (f". In `static`'s captures the GPU is busy "
-                 f"{pct_span([a.summary['gpu_util'] for _, a in static])} of the window, "
+                 f"{pct_span([a.summary['busy_share_of_window'] for _, a in static])} of the "
+                 "window, "
                  f"{pct_span([_idle(a, 'host') for _, a in static], 0)} of its idle the host's, "
                  "launching " + listing([f"{a.steps['op_records'].median():.0f} op records "
                                          f"({kernels_per_step(a):.0f} kernels) a step at batch "
@@ -156,7 +157,8 @@ def pingpong_findings(by_batch: dict, caps: dict, floors: dict | None = None) ->
     floor = (floors or {}).get("compiled")
     out = []
     batches = list(by_batch)
-    syncs = {v: [a.summary["sync_idle_share"] for (n, _), (a, _) in caps.items() if n == v]
+    syncs = {v: [a.summary["sync_idle_share_of_window"] for (n, _), (a, _) in caps.items()
+                 if n == v]
              for v in ("compiled", "pipelined+compile")}
     text = []
     if all(syncs.values()):

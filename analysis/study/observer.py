@@ -67,7 +67,7 @@ def sweep(root: Path) -> pd.DataFrame:
             row[f"{level}_bubble_ns"] = a.summary["bubble_ns_median"]
             row[f"{level}_period_ns"] = a.summary["period_ns_median"]
             row[f"{level}_ms"] = run.traced_ms_per_step()
-            row[f"{level}_busy"] = a.summary["gpu_util"]
+            row[f"{level}_busy"] = a.summary["busy_share_of_window"]
         rows.append(row)
     table = pd.DataFrame(rows)
     if len(table):

@@ -57,7 +57,7 @@ def capture_findings(analyses: dict, floors: dict | None = None) -> list:
         out.append(bullet(
             "Eager, the GPU waits for the host.",
             f"In every eager capture here ({listing([f'`{n}`' for n, _, _ in eager])}; batch "
-            f"{_batches(eager)}) the GPU is busy {pct_span([a.summary['gpu_util'] for _, a, _ in eager])} "  # noqa: E501
+            f"{_batches(eager)}) the GPU is busy {pct_span([a.summary['busy_share_of_window'] for _, a, _ in eager])} "  # noqa: E501
             "of the captured window, and "
             f"{pct_span([_idle_share(a, 'host') for _, a, _ in eager], 0)} of its idle time is "
             "the host's (cause `host`: the next op was launched after the GPU ran dry), "
@@ -71,7 +71,7 @@ def capture_findings(analyses: dict, floors: dict | None = None) -> list:
         out.append(bullet(
             "Compiled, still the host.",
             f"The compiled captures ({listing([f'`{n}`' for n, _, _ in compiled])}): busy "
-            f"{pct_span([a.summary['gpu_util'] for _, a, _ in compiled])}, "
+            f"{pct_span([a.summary['busy_share_of_window'] for _, a, _ in compiled])}, "
             f"{span([a.steps['op_records'].median() for _, a, _ in compiled], '.0f')} op "
             f"records a step, {pct_span([_idle_share(a, 'host') for _, a, _ in compiled], 0)} of "
             "the idle the host's; the sync's share of the idle: "
@@ -102,7 +102,8 @@ def capture_findings(analyses: dict, floors: dict | None = None) -> list:
     if fused:
         out.append(bullet(
             "The fused step, node by node:",
-            with_floor("; ".join(f"`{n}` busy {pct(a.summary['gpu_util'])} of its capture, "
+            with_floor("; ".join(f"`{n}` busy {pct(a.summary['busy_share_of_window'])} of its "
+                      "capture, "
                       f"{pct(_idle_share(a, 'queued'), 0)} of its idle `queued` (the graph's "
                       "kernel-to-kernel latency), traced "
                       f"{r.traced_ms_per_step():.3f} against untraced "
