@@ -1,6 +1,6 @@
 """Issue 31: every measured figure of README.md and docs/*.md stands in a generated block that
-`python -m analysis.study.publish --check` makes again, or is not there. What counts as a figure
-(analysis/study/figures.py), the constants allowed outside a block (doc_constants.py), the
+`python -m study.publish --check` makes again, or is not there. What counts as a figure
+(study/figures.py), the constants allowed outside a block (doc_constants.py), the
 registry of blocks (blocks.py), and the statistics the A/A part and the between-process
 sentences rest on (aa.py, text.py)."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.study import aa
-from analysis.study.benchmark import block_from_record, block_text
-from analysis.study.blocks import BLOCKS, document_paths
-from analysis.study.figures import figures_in, missing_constants, stray_figures
-from analysis.study.publish import README, PublishError, gen_start, put_blocks, stray
-from analysis.study.text import between, beyond_span, floor_note
+from study import aa
+from study.benchmark import block_from_record, block_text
+from study.blocks import BLOCKS, document_paths
+from study.figures import figures_in, missing_constants, stray_figures
+from study.publish import README, PublishError, gen_start, put_blocks, stray
+from study.text import between, beyond_span, floor_note
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,7 +42,7 @@ def test_versions_dates_issues_code_and_blocks_are_not_figures():
         "```",
         "took 4.5 s",
         "```",
-        "<!-- generated: x (python -m analysis.study.publish) -->",
+        "<!-- generated: x (python -m study.publish) -->",
         "busy 87.3–95.4%",
         "<!-- /generated -->"])
     assert found(text) == []

@@ -1,9 +1,9 @@
-"""analysis/study/peer.py: the peer bench's JSON as the Markdown its docs block quotes, checked on
+"""study/peer.py: the peer bench's JSON as the Markdown its docs block quotes, checked on
 the committed H200 run of docs/llama-peer-20261201 (the lines VARIANTS.md quotes today)."""
 
 from pathlib import Path
 
-from analysis.study.peer import floor_sentence, peer_block, read_peer
+from study.peer import floor_sentence, peer_block, read_peer
 
 RUN = Path(__file__).resolve().parent.parent / "docs" / "llama-peer-20261201" / "peer.json"
 
@@ -33,7 +33,7 @@ def test_the_8b_table_and_the_fold_s_a_b_are_the_committed_h200_runs():
     # their medians); docs/sizes-20261202: the three fused steps of one process, and the earlier
     # one-process peer run (gpt-fast 5.051 then 4.722 at batch 1: 4.722 / 5.051 - 1 = -6.5%).
     # VARIANTS.md quotes them.
-    from analysis.study.doc_variants import fused_8b, peer_8b
+    from study.doc_variants import fused_8b, peer_8b
 
     root = RUN.parent.parent.parent
     table = peer_8b(root).split("\n\n")[0].splitlines()
@@ -55,7 +55,7 @@ def test_the_8b_metrics_block_is_the_committed_h200_captures():
     # docs/ladder8b-20261202/metrics: graphed and fused at llama:8b batch 1, GPU metrics over
     # steps 31-90 with their twins. fused: 3545 GB/s median DRAM read at the run's 4057 GB/s
     # copy rate = 87.4%.
-    from analysis.study.doc_variants import metrics_8b
+    from study.doc_variants import metrics_8b
 
     root = RUN.parent.parent.parent
     table = metrics_8b(root).split("\n\n")[0].splitlines()
@@ -67,7 +67,7 @@ def test_the_8b_metrics_block_is_the_committed_h200_captures():
 def test_the_readme_s_8b_block_is_the_committed_study_and_peer_run():
     # bench-sizes-8b-b1.json: while-fused 4.433 ms (88.2%), graphed 5.288, naive 26.389 the
     # fastest eager rung (26.389 / 5.288 = 4.99x); peer.json: 1.07x and 1.24x.
-    from analysis.study.doc_readme import readme_sizes
+    from study.doc_readme import readme_sizes
 
     text = " ".join(readme_sizes(RUN.parent.parent.parent).split())
     assert text.startswith("**At Llama-3-8B's shape** (random bf16 weights drawn on the GPU, "

@@ -1,4 +1,4 @@
-"""The published study is what `gapscope study` makes of the committed runs (issues 19, 31):
+"""The published study is what `python -m study` makes of the committed runs (issues 19, 31):
 docs/RESULTS.md and every generated block of README.md and docs/*.md are made again here from
 docs/*/ and tests/data/runs, any difference fails, and so does a figure outside a block."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from analysis.cli.study import study as main
-from analysis.study.publish import GEN_END, documents, gen_start, put_generated
-from analysis.study.publish import main as publish_main
-from analysis.study.text import pct_span, span, verdict, wrap
+from study.cli import study as main
+from study.publish import GEN_END, documents, gen_start, put_generated
+from study.publish import main as publish_main
+from study.text import pct_span, span, verdict, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ def first_difference(path: Path, want: str, have: str) -> str:
 
 
 def test_publish_check_passes_on_readme_and_every_doc(monkeypatch, capsys):
-    # `python -m analysis.study.publish --check`, in this process: every generated block of
+    # `python -m study.publish --check`, in this process: every generated block of
     # README.md and docs/*.md (and RESULTS.md whole) is what the committed data make, byte for
     # byte, and no figure stands outside a block (issue 31).
     monkeypatch.chdir(ROOT)
@@ -35,7 +35,7 @@ def test_publish_check_passes_on_readme_and_every_doc(monkeypatch, capsys):
     for path, text in documents(Path("."), None).items():
         committed = (ROOT / path).read_text()
         assert committed == text, (
-            f"{path} is not what the committed data make (python -m analysis.study.publish "
+            f"{path} is not what the committed data make (python -m study.publish "
             f"writes it):\n{first_difference(path, text, committed)}")
     pytest.fail(err)
 

@@ -1,0 +1,70 @@
+"""Every generated block of README.md and docs/*.md, and what makes it: the registry that
+`python -m study.publish` writes and `--check` compares byte for byte.
+
+A block is the text between `<!-- generated: NAME (python -m study.publish) -->` and
+`<!-- /generated -->` in one file; its maker is a function `maker(root: Path) -> str` (root: the
+repository) that reads only committed data (a run directory, a JSON a script wrote, a capture)
+and returns the block's Markdown (prose is wrapped at 100 columns; tables are left as they are).
+docs/RESULTS.md is made whole by publish.results_text and has no entry here.
+
+To add a block:
+1. write its maker in the study module of its document (doc_*.py: one per document; a new one
+   for a new document), reading the committed file it quotes, with the words of study/text.py
+   for how each figure was compared (in one process, between processes, traced, untraced;
+   within noise where the A/A floor holds the effect: text.between);
+2. add a line below: (file, NAME) -> "module:function";
+3. put the two markers where it goes and run `python -m study.publish`.
+A marker with no line here, or a line whose marker is missing, fails `--check`. Figures outside
+every block are refused by figures.py (a constant of a definition goes in doc_constants.py).
+
+The makers are named as strings, imported when the block is made, so that this module imports
+nothing of the study and any module may read the registry.
+"""
+
+import importlib
+from pathlib import Path
+
+BLOCKS = {
+    ("README.md", "profiler-share"): "study.doc_readme:profiler_share",
+    ("README.md", "findings"): "study.doc_readme:readme_findings",
+    ("README.md", "sizes"): "study.doc_readme:readme_sizes",
+    ("docs/ANALYSIS.md", "benchmark"): "study.doc_analysis:benchmark_block",
+    ("docs/ANALYSIS.md", "fused-waits"): "study.doc_analysis:fused_waits",
+    ("docs/ANALYSIS.md", "hta-resnet"): "study.doc_analysis:hta_resnet",
+    ("docs/ANALYSIS.md", "hta-h200"): "study.doc_analysis:hta_h200",
+    ("docs/METRICS.md", "floor-sizes"): "study.doc_metrics:floor_sizes",
+    ("docs/METRICS.md", "reference"): "study.doc_metrics:reference_block",
+    ("docs/PROFILING.md", "overhead"): "study.doc_profiling:overhead_block",
+    ("docs/PROFILING.md", "overhead-notes"): "study.doc_profiling:overhead_notes",
+    ("docs/PROFILING.md", "nsys-choice"): "study.doc_profiling:nsys_choice",
+    ("docs/PROFILING.md", "host-wrapper"): "study.doc_profiling:host_wrapper",
+    ("docs/VARIANTS.md", "graphed-shows"): "study.doc_variants:graphed_shows",
+    ("docs/VARIANTS.md", "fused-shows"): "study.doc_variants:fused_shows",
+    ("docs/VARIANTS.md", "llama-fused"): "study.doc_variants:llama_fused",
+    ("docs/VARIANTS.md", "peer"): "study.doc_variants:peer_block",
+    ("docs/VARIANTS.md", "peer-notes"): "study.doc_variants:peer_notes",
+    ("docs/VARIANTS.md", "peer-8b"): "study.doc_variants:peer_8b",
+    ("docs/VARIANTS.md", "fused-8b"): "study.doc_variants:fused_8b",
+    ("docs/VARIANTS.md", "metrics-8b"): "study.doc_variants:metrics_8b",
+}
+# What publish covers besides docs/RESULTS.md: each file is checked for its blocks and for
+# figures outside them.
+DOCUMENTS = ("README.md", "docs/*.md")
+
+
+def document_paths(root: Path) -> list:
+    """README.md and every docs/*.md, relative to root, sorted; RESULTS.md among them."""
+    found = []
+    for pattern in DOCUMENTS:
+        found += sorted(p.relative_to(root) for p in root.glob(pattern) if p.is_file())
+    return found
+
+
+def makers(path: Path) -> dict:
+    """NAME -> maker of each block registered for one file."""
+    return {name: _resolve(ref) for (file, name), ref in BLOCKS.items() if Path(file) == path}
+
+
+def _resolve(ref: str):
+    module, _, function = ref.partition(":")
+    return getattr(importlib.import_module(module), function)

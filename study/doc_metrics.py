@@ -1,0 +1,62 @@
+"""docs/METRICS.md's generated blocks (blocks.py): the reference values of the two bundled H200
+exports (tests/test_analysis_reference.py holds the same figures as the contract), and the
+sizes the bandwidth floor counts whole, from the models' shapes."""
+
+import json
+from pathlib import Path
+
+from .text import listing, pct, span
+
+REFERENCE = ("tests/data/h200-eager-static-bs16.sqlite",
+             "tests/data/h200-eager-pipelined-seed-bs16.sqlite")
+LLAMA_RUN = "docs/llama-20261201/capture/20261201T095945Z-static-b32/run.json"
+
+
+def reference_block(root: Path) -> str:
+    """The table every implementation of the page must give on the two exports, and what it
+    says."""
+    from analysis.measures.summary import analyze
+    from analysis.readers import load_trace
+    from analysis.readers.trace import KERNEL
+
+    lines = ["| trace | steps | window_ns | busy_ns | bubble median | idle by cause (sync / host "
+             "/ queued) | ledger (wait / host / launch) | gaps |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    found = []
+    for path in REFERENCE:
+        (a,) = analyze(load_trace(root / path))
+        s = a.summary
+        c, ledger = s["idle_ns_by_cause"], s["idle_ledger"]
+        lines.append(f"| {Path(path).stem} | {s['steps']} | {s['window_ns']} | {s['busy_ns']} | "
+                     f"{int(s['bubble_ns_median'])} | {c['sync']} / {c['host']} / {c['queued']} | "
+                     f"{ledger['wait_ns']} / {ledger['host_ns']} / {ledger['launch_ns']} | "
+                     f"{s['gaps']} |")
+        ops = a.ops[a.ops["step"] >= 0]
+        kernels = (ops["kind"] == KERNEL).groupby(ops["step"]).sum().median()
+        found.append((Path(path).stem, s, kernels))
+    static = next(s for name, s, _ in found if "static" in name)
+    text = (f"What these say (traced): on an H200 in eager mode the GPU is busy "
+            f"{span([s['gpu_util'] * 100 for _, s, _ in found], '.0f', '%')} of the window; the "
+            "gaps are host-bound (Python launching "
+            f"{span([k for _, _, k in found], '.0f')} small kernels a step), and the traced sync "
+            f"idle is {pct(static['sync_idle_share'])} of the static one's window "
+            f"(`sync_idle_share` {static['sync_idle_share']:.4f}). The bubble is where the "
+            "two-stream trick matters only once launches are cheap (CUDA graphs): the harness "
+            "has to show that difference, variant by variant.")
+    return "\n".join(lines) + "\n\n" + text
+
+
+def floor_sizes(root: Path) -> str:
+    """The lookup-only tables the floor counts whole, against the weights, for the two models
+    the committed runs use."""
+    from analysis.measures.floor_bytes import _gpt2_shape
+
+    llama = json.loads((root / LLAMA_RUN).read_text())["floor"]["shape"]
+    gpt2 = _gpt2_shape(12, 12, 768, 4)
+    emb = llama["vocab"] * llama["hidden"] * llama["dtype_bytes"]
+    pos = 1024 * gpt2["hidden"] * gpt2["dtype_bytes"]
+    return ("The tables counted whole, from the models' shapes (floor_bytes): " + listing([
+        f"llama:small's untied input embedding in fp32, {emb / 1e6:.1f} of its "
+        f"{llama['weight_bytes'] / 1e6:.1f} MB of weights (`{LLAMA_RUN}`'s `floor.shape`)",
+        f"GPT-2's position table in fp32, {pos / 1e6:.1f} of {gpt2['weight_bytes'] / 1e6:.1f} "
+        "MB (GPT2Config(); its token embedding is also its head's weight, read whole)"]) + ".")
