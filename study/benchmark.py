@@ -43,8 +43,7 @@ from pathlib import Path
 
 import click
 
-from analysis.capture.nsys import EXPORT_TIMEOUT_S
-from analysis.measures.stats import median
+from analysis.toolkit import EXPORT_TIMEOUT_S, median
 
 DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "tests/data/h200-eager-static-bs16.sqlite"
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",

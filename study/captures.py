@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.measures.summary import Options
-from analysis.readers.runs import TRACE_NAMES
-from analysis.readers.trace import KERNEL
-from analysis.sweep import open_all
+from analysis.toolkit import KERNEL, TRACE_NAMES, Options, open_all
 
 from .text import fmt_ms
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from analysis.cli.base import Command, GapscopeError
-from analysis.cli.db import store_runs
-from analysis.errors import TraceError
+from analysis import TraceError
+from analysis.cli import GapscopeError
+from analysis.toolkit import Command, store_runs
 
 from .parts import PART_HELP, PARTS, StudyError, write_part
 from .results import write_results

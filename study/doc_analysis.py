@@ -99,8 +99,7 @@ def hta_resnet(root: Path) -> str:
 def hta_h200(root: Path) -> str:
     """The H200 pair of one decode loop: HTA beside gapscope on its Kineto capture, and the
     Kineto capture beside the nsys one (each its own process) and the untraced figures."""
-    from analysis.measures.summary import analyze
-    from analysis.readers import load_trace
+    from analysis.toolkit import analyze, load_trace
 
     from .aa import floor
 

@@ -15,9 +15,7 @@ LLAMA_RUN = "docs/llama-20261201/capture/20261201T095945Z-static-b32/run.json"
 def reference_block(root: Path) -> str:
     """The table every implementation of the page must give on the two exports, and what it
     says."""
-    from analysis.measures.summary import analyze
-    from analysis.readers import load_trace
-    from analysis.readers.trace import KERNEL
+    from analysis.toolkit import KERNEL, analyze, load_trace
 
     lines = ["| trace | steps | window_ns | busy_ns | bubble median | idle by cause (sync / host "
              "/ queued) | ledger (wait / host / launch) | gaps |",
@@ -49,10 +47,10 @@ def reference_block(root: Path) -> str:
 def floor_sizes(root: Path) -> str:
     """The lookup-only tables the floor counts whole, against the weights, for the two models
     the committed runs use."""
-    from analysis.measures.floor_bytes import _gpt2_shape
+    from analysis.toolkit import run_shape
 
     llama = json.loads((root / LLAMA_RUN).read_text())["floor"]["shape"]
-    gpt2 = _gpt2_shape(12, 12, 768, 4)
+    gpt2 = run_shape({"config": {"model": "gpt2", "dtype": "fp32"}})
     emb = llama["vocab"] * llama["hidden"] * llama["dtype_bytes"]
     pos = 1024 * gpt2["hidden"] * gpt2["dtype_bytes"]
     return ("The tables counted whole, from the models' shapes (floor_bytes): " + listing([

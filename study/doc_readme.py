@@ -22,7 +22,7 @@ def _sync_costs(root: Path) -> tuple:
     """`graphed-sync` ÷ `graphed` − 1, untraced: (in one process: [(cost, where)], between
     processes: [(ratio, where)]) from the ladder's finish bench, the family's ladder and the
     observer sweep (each variant its own process there)."""
-    from analysis.measures.stats import median
+    from analysis.toolkit import median
 
     from .benches import benches
     from .family import ladder_benches

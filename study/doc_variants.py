@@ -38,7 +38,7 @@ def _per_step(a, kind: str) -> float:
 
 def graphed_shows(root: Path) -> str:
     """`graphed`'s op records a step in its node-level capture, and its memset nodes."""
-    from analysis.readers.trace import MEMSET
+    from analysis.toolkit import MEMSET
 
     a, _ = _capture(root, "graphed")
     return (f"**Shows:** one graph launch per step: launch overhead gone (the GPU's busy share "
@@ -141,7 +141,7 @@ def peer_block(root: Path) -> str:
 def _embedding_share(shape: dict, variant: str, batch: int, new_tokens: int) -> float:
     """How much lower the floor is with the untied input embedding counted as the rows a step
     reads (one a sequence) instead of whole."""
-    from analysis.measures.floor_bytes import step_bytes
+    from analysis.toolkit import step_bytes
 
     total = step_bytes(shape, variant, batch, new_tokens, range(new_tokens))["total"]
     row = shape["hidden"] * shape["dtype_bytes"]

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.readers.runs import trace_in
-from analysis.render.markdown import frame_md_table
+from analysis.toolkit import frame_md_table, trace_in
 
 from .benches import LADDER, model_text, read_bench
 from .captures import capture_rows

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render.hardware import hardware_table
-from analysis.render.markdown import frame_md_table
-from analysis.sweep import run_dirs
+from analysis.toolkit import frame_md_table, hardware_table, run_dirs
 
 from .captures import analysed, is_traced
 from .text import BETWEEN_PROCESSES, beyond, bullet, listing, span
@@ -170,7 +168,7 @@ def made_line(root: Path) -> str:
 
 
 def hardware_sections(root: Path, fig: Path | None) -> list:
-    from analysis.render.plots_runs import plot_hardware
+    from analysis.toolkit import plot_hardware
 
     t = hardware_rows(root)
     if t.empty:

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.measures.host_bound import FORWARD_GRAPH, FORWARD_PYTHON
-from analysis.render.markdown import frame_md_table
-from analysis.sweep import run_dirs
+from analysis.toolkit import FORWARD_GRAPH, FORWARD_PYTHON, frame_md_table, run_dirs
 
 from .captures import analysed, is_traced
 from .text import listing

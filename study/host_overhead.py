@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render.markdown import frame_md_table
+from analysis.toolkit import frame_md_table
 
 # overhead.jsonl's modes in the order the table reads (scripts/host_overhead.py), the first
 # under nsys where a later line of the same mode came from a run under it.
@@ -39,8 +39,8 @@ def call_table(path: Path) -> pd.DataFrame:
 def program_table(root: Path) -> pd.DataFrame:
     """The generate() program's step, traced, with and without the host functions (its host
     period mean, GPU period median), and under nsys with and without Python sampling."""
-    from analysis.api import open as open_run
-    from analysis.errors import TraceError
+    from analysis import TraceError
+    from analysis import open as open_run
 
     found = [(name, d, None) for name in ("gen-llama-sampled", "gen-llama-sampled-nohost")
              for d in sorted(root.glob(f"gen/*-{name}"))]

@@ -3,9 +3,15 @@ with the bytes of the one floor model (measures/floor_bytes.py)."""
 
 import pandas as pd
 
-from analysis.measures.floor_bytes import class_bytes, recorded_bytes_per_step, run_step_bytes
-from analysis.measures.kernels import kernel_table, op_names, step_row
-from analysis.readers.nsys import read_full_names
+from analysis.toolkit import (
+    class_bytes,
+    kernel_table,
+    op_names,
+    read_full_names,
+    recorded_bytes_per_step,
+    run_step_bytes,
+    step_row,
+)
 
 
 def kernels_for(a, run, strings: dict, copy_rate: float | None) -> pd.DataFrame:

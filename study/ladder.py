@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render.markdown import frame_md_table
+from analysis.toolkit import frame_md_table
 
 from .benches import (
     LADDER_NOTE,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.render.markdown import frame_md_table
+from analysis.toolkit import frame_md_table
 
 from .benches import processes_tables
 from .text import SAME_PROCESS, bullet, listing, pct, span

@@ -12,11 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.errors import TraceError
-from analysis.measures.stats import median
-from analysis.measures.untraced import untraced_summary
-from analysis.readers.runs import trace_in
-from analysis.readers.untraced import read_untraced_steps
+from analysis import TraceError
+from analysis.toolkit import median, read_untraced_steps, trace_in, untraced_summary
 
 from .overhead import process_ms, variant_dirs
 from .text import fmt_ms

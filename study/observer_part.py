@@ -3,7 +3,7 @@ directory (the sentences, then the tables they summarise, and the figure)."""
 
 from pathlib import Path
 
-from analysis.render.plots_runs import plot_bubbles
+from analysis.toolkit import plot_bubbles
 
 from . import observer, observer_text
 from .section import section

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.measures.stats import median
+from analysis.toolkit import median
 
 from .observer import CAPTURE_LEVELS, SYNC_PAIRS, share_cell, us_cell_from_ns
 from .overhead import variant_dirs

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from analysis.measures.stats import median
+from analysis.toolkit import median
 
 FLAGSET_ORDER = ("node", "graph", "graph-nonvtx", "noevents", "metrics", "nvtx")
 

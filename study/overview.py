@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render.markdown import frame_md_table
-from analysis.sweep import run_dirs
+from analysis.toolkit import frame_md_table, run_dirs
 
 from .captures import analysed, is_traced
 from .captures import kind as loop_kind

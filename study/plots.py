@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.measures.kernels import STEP_ROW
-from analysis.render.plots import new_figure
+from analysis.toolkit import STEP_ROW, new_figure
 
 from .benches import numbered
 

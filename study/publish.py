@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.render.markdown import frame_md_table
+from analysis.toolkit import frame_md_table
 
 # Part `overview` is overview.py's; its names import from here as before.
 from .overview import (  # noqa: F401

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.readers.runs import trace_in
-from analysis.render.plots import plot_analysis
-from analysis.sweep import run_dirs
+from analysis.toolkit import plot_analysis, run_dirs, trace_in
 
 from . import observer
 from .benches import (

@@ -4,8 +4,7 @@ capture has its untraced twin, and where the GPU time of three of them goes by k
 
 from pathlib import Path
 
-from analysis.render.markdown import frame_md_table
-from analysis.sweep import run_dirs
+from analysis.toolkit import frame_md_table, run_dirs
 
 from . import observer
 from .captures import GRAPH_VARIANTS, capture_rows, kernels_per_step, kind  # noqa: F401
@@ -170,7 +169,7 @@ def kernel_findings(name: str, table) -> list:
 
 
 def captures_sections(root: Path, fig: Path | None) -> list:
-    from analysis.render.plots import plot_analysis
+    from analysis.toolkit import plot_analysis
 
     from .aa import floors as aa_floors
     from .plots import plot_idle

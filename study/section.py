@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from analysis.render.markdown import frame_md_table
+from analysis.toolkit import frame_md_table
 
 
 def section(title: str, table: pd.DataFrame, figure: str | None = None) -> list[str]:

@@ -184,6 +184,44 @@ def test_the_pipeline_order_holds():
                    if source.startswith("analysis"))
 
 
+def public_face() -> dict:
+    """module -> the names the study may import from it: the library's face (`analysis`), its
+    building blocks (`analysis.toolkit`) and its CLI's (`analysis.cli`), each by its __all__."""
+    import analysis
+    import analysis.cli
+    import analysis.toolkit
+
+    return {m.__name__: set(m.__all__) for m in (analysis, analysis.toolkit, analysis.cli)}
+
+
+def private_imports(path: Path, face: dict) -> list:
+    """`module.name` of each import of the library in one module that is not the public face."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names
+                    if unit(a.name) and a.name.split(".")[0] == "analysis" and a.name not in face]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                and node.module.split(".")[0] == "analysis":
+            out += [f"{node.module}.{a.name}" for a in node.names
+                    if a.name not in face.get(node.module, ())]
+    return out
+
+
+def test_the_study_imports_only_the_librarys_public_face(tmp_path):
+    """study/ is built on the library as a user would build on it: `analysis`, `analysis.toolkit`
+    and `analysis.cli` by their __all__, never a module inside (a name it needs is made public
+    in toolkit.py, deliberately)."""
+    face = public_face()
+    found = {str(p.relative_to(ROOT)): bad for p in (ROOT / "study").rglob("*.py")
+             if (bad := private_imports(p, face))}
+    assert found == {}
+    probe = tmp_path / "probe.py"
+    probe.write_text("from analysis.measures.stats import median\n"
+                     "from analysis.toolkit import median\nimport analysis.readers\n")
+    assert private_imports(probe, face) == ["analysis.measures.stats.median", "analysis.readers"]
+
+
 def test_the_check_finds_a_cycle():
     """The checker itself: a two-unit cycle and a three-unit one are found, a chain is not."""
     assert cycle({"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
