@@ -46,18 +46,49 @@ BLOCKS = {
     ("docs/VARIANTS.md", "peer-8b"): "study.doc_variants:peer_8b",
     ("docs/VARIANTS.md", "fused-8b"): "study.doc_variants:fused_8b",
     ("docs/VARIANTS.md", "metrics-8b"): "study.doc_variants:metrics_8b",
+    ("tests/data/README.md", "runs-made"): "study.doc_data:runs_made",
+    ("tests/data/README.md", "runs-config"): "study.doc_data:runs_config",
+    ("tests/data/README.md", "runs-table"): "study.doc_data:runs_table",
+    ("tests/data/README.md", "graphlevel-run"): "study.doc_data:graphlevel_run",
+    ("tests/data/README.md", "while-graph-runs"): "study.doc_data:while_graph_runs",
+    ("tests/data/README.md", "metrics-run"): "study.doc_data:metrics_run",
+    ("tests/data/README.md", "kineto-run"): "study.doc_data:kineto_run",
+    ("docs/host-20261202/README.md", "host-runs"): "study.doc_records:host_runs",
+    ("docs/ladder8b-20261202/README.md", "ladder8b-runs"): "study.doc_records:ladder8b_runs",
+    ("docs/user-programs-20261201/README.md", "programs-1201"): "study.doc_records:programs_1201",
+    ("docs/user-programs-20261202/README.md", "programs-1202"): "study.doc_records:programs_1202",
+    ("docs/user-programs-20261202/README.md", "t5-later"): "study.doc_records:t5_later",
+    ("docs/user-programs-20261202/README.md", "ftrace-check"): "study.doc_records:ftrace_check",
+    ("docs/VARIANTS.md", "gelu-new"): "study.doc_claims:gelu_new",
+    ("docs/VARIANTS.md", "bench-repeats"): "study.doc_claims:bench_repeats",
 }
 # What publish covers besides docs/RESULTS.md: each file is checked for its blocks and for
-# figures outside them.
-DOCUMENTS = ("README.md", "docs/*.md")
+# figures outside them. Every Markdown file a reader opens: README.md, every docs/**/*.md, the
+# test data's, the scripts' and the traces' READMEs, the examples'.
+DOCUMENTS = ("README.md", "docs/**/*.md", "tests/data/README.md", "scripts/README.md",
+             "traces/README.md", "examples/**/*.md")
+# Markdown that a tool wrote with the runs beside it: a record, read as its own source (its
+# figures are the run's, never edited by hand), not a document: pattern -> what wrote it.
+RECORDS = {
+    "docs/**/report.md": "`gapscope report` of the run directory it sits in, written with the run",
+    "docs/hardware-view-*/results.md": "scripts/hardware-view.sh: `gapscope compare` of its runs/",
+}
+
+
+def _matching(root: Path, patterns) -> set:
+    return {p.relative_to(root) for pattern in patterns for p in root.glob(pattern) if p.is_file()}
+
+
+def record_paths(root: Path) -> dict:
+    """path -> what wrote it, of every record (RECORDS), sorted."""
+    return {p: what for pattern, what in RECORDS.items()
+            for p in sorted(_matching(root, [pattern]))}
 
 
 def document_paths(root: Path) -> list:
-    """README.md and every docs/*.md, relative to root, sorted; RESULTS.md among them."""
-    found = []
-    for pattern in DOCUMENTS:
-        found += sorted(p.relative_to(root) for p in root.glob(pattern) if p.is_file())
-    return found
+    """Every document (DOCUMENTS) less the records, relative to root, sorted; RESULTS.md among
+    them."""
+    return sorted(_matching(root, DOCUMENTS) - set(record_paths(root)))
 
 
 def makers(path: Path) -> dict:

@@ -4,6 +4,7 @@ own share over every committed capture (blocks.py registers them)."""
 import json
 from pathlib import Path
 
+from . import article
 from .overview import every_capture, overview_findings
 from .sources import SOURCES
 from .text import (
@@ -79,7 +80,8 @@ def readme_findings(root: Path) -> str:
                    for fam in ("GPT-2", "Llama")])
         + f" of its idle is the host launching {ops} op records a step (traced shares), so "
         "hiding the sync on a second stream buys nothing (RESULTS.md's ladder part, in one "
-        f"process each); the article's 5x is {compiled_x:.2f}x here (GPT-2 batch 32, `compiled` "
+        f"process each); the article's {article.speedup():g}x (docs/article-claims.json) is "
+        f"{compiled_x:.2f}x here (GPT-2 batch 32, `compiled` "
         f"over `naive`, {SAME_PROCESS if same_bench else BETWEEN_PROCESSES}; "
         f"`pipelined+compile` "
         + between(pc_x, floor.get("compiled"), f"{pc_x:.2f}x") + f", {BETWEEN_PROCESSES}); "
@@ -106,7 +108,7 @@ def readme_sizes(root: Path) -> str:
     there (VARIANTS.md's peer-8b): the fastest rung and its floor share, what one CUDA graph a
     token buys, the `.item()` a step, and the ratio to gpt-fast's compiled decode."""
     from .doc_variants import PEER_8B
-    from .sizes import graph_buy, size_benches, sync_rows
+    from .sizes import earlier_study, graph_buy, item_us, size_benches, sync_rows
 
     study = root / SOURCES["sizes"]
     benches = size_benches(study)
@@ -116,6 +118,15 @@ def readme_sizes(root: Path) -> str:
     eager, eager_ms, graphed_ms = graph_buy(rows)
     sync = sync_rows(benches, study).set_index("configuration")
     item = next(r for c, r in sync.iterrows() if c.startswith("8b "))
+    before = earlier_study(study)
+    then_rows = size_benches(before)[("8b", 1)][0] if before is not None else None
+    then = item_us(then_rows) if then_rows is not None else None
+    graphed_then = "" if then_rows is None or "graphed" not in then_rows.index else (
+        f"; {then_rows.loc['graphed', 'ms_per_step_median']:.3f} in the earlier run")
+    earlier = "" if then is None else (
+        f"; {then:.1f} µs in the earlier run of the same configuration "
+        f"(`{'/'.join(before.parts[-3:])}`), {abs(float(item['.item() µs/step']) - then):.1f} µs "
+        "apart")
     peer = json.loads((root / PEER_8B).read_text())
     p = {(r["side"], r["batch"]): r for r in peer["rows"]}
     batches = sorted({b for _, b in p})
@@ -126,10 +137,12 @@ def readme_sizes(root: Path) -> str:
         "fastest rung, "
         f"`{best}`, runs {ms[best]:.3f} ms a token, {rows.loc[best, 'floor']['floor_pct']:.1f}% "
         "of the bandwidth floor (the weights and KV cache read once a token at the copy rate the "
-        f"process measured); one CUDA graph a token (`graphed`, {graphed_ms:.3f}) is "
+        f"process measured); one CUDA graph a token (`graphed`, {graphed_ms:.3f}"
+        f"{graphed_then}) is "
         f"{eager_ms / graphed_ms:.1f}x the fastest eager rung (`{eager}`, {eager_ms:.3f}), and "
         f"the per-step `.item()` then costs {item['.item() µs/step']} µs "
-        f"({item['.item() share']} of the step). Against gpt-fast's compiled decode at its "
+        f"({item['.item() share']} of the step{earlier}). Against gpt-fast's compiled decode at "
+        "its "
         f"`llama-3-8b` config (VARIANTS.md, {peer['config']['processes']} processes a side): "
         + listing([f"{p[('fused', b)]['speedup_vs_gpt_fast']:.2f}x at batch {b}"
                    for b in batches]) + " for `fused`, in that run.")

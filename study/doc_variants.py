@@ -116,8 +116,13 @@ def llama_fused(root: Path) -> str:
 def peer_block(root: Path) -> str:
     """The table of peer.json: each side's ms/token (median over processes, min–max) and the
     speedup against gpt-fast, by batch."""
-    rows = {(r["side"], r["batch"]): r for r in _peer(root)["rows"]}
-    lines = ["| batch | gpt-fast ms/token | `fused` | `graphed` | `fused` vs gpt-fast | "
+    doc = _peer(root)
+    c = doc["config"]
+    rows = {(r["side"], r["batch"]): r for r in doc["rows"]}
+    said = (f"peer.json's `config`: {c['dtype']}, {c['new_tokens']} new tokens, "
+            f"{c['processes']} processes a side and batch, gpt-fast's top-k {c['top_k']} "
+            f"sampling at temperature {c['temperature']}.")
+    lines = [said, "", "| batch | gpt-fast ms/token | `fused` | `graphed` | `fused` vs gpt-fast | "
              "`graphed` vs gpt-fast |", "| --- | --- | --- | --- | --- | --- |"]
     def cell(side: str, b: int) -> str:
         r = rows[(side, b)]

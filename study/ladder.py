@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.toolkit import frame_md_table
 
+from . import article
 from .benches import (
     LADDER_NOTE,
     batch_table,
@@ -34,10 +35,6 @@ from .text import (
     verdict,
     with_floor,
 )
-
-# The article's claims that the ladder tests (its own figures, on an L40S).
-ARTICLE_SPEEDUP = 5
-ARTICLE_PINGPONG_GAIN = 0.116
 
 
 def _range(row: pd.Series) -> tuple:
@@ -106,8 +103,8 @@ def ladder_findings(b: dict, floors: dict | None = None) -> list:
                 + between(x["pipelined+compile"], floors.get("compiled"),
                           f"{x['pipelined+compile']:.2f}x naive's figure")
                 + f", {BETWEEN_PROCESSES}", [floors.get("compiled")]) + "."
-        reached = [v for v in lad.index if x[v] >= ARTICLE_SPEEDUP]
-        title = (f"The article's \"about {ARTICLE_SPEEDUP}x over naive\" "
+        reached = [v for v in lad.index if x[v] >= article.speedup()]
+        title = (f"The article's \"about {article.speedup():g}x over naive\" "
                  + ("holds." if reached else "does not hold here."))
         out.append(bullet(title, text))
     scale = numbered(b, "scale")
@@ -177,8 +174,8 @@ def pingpong_findings(b: dict, lad: pd.DataFrame) -> list:
             f"batch, `compiled` and `pipelined+compile` in it) the ping-pong's gain over "
             f"`compiled` is {span(gains.values(), '+.1%')}, its p10–p90 overlapping "
             f"`compiled`'s at {inside} of {len(batch)} batches; at batch {smallest} "
-            f"{gains[smallest]:+.1%} (the article: {ARTICLE_PINGPONG_GAIN:+.1%} at its "
-            "smallest batch)."))
+            f"{gains[smallest]:+.1%} (the article: {article.pingpong_gain():+.1%} at its "
+            f"smallest batch, on an {article.gpu()}: docs/article-claims.json)."))
     if {"pipelined+compile", "pipelined-seed+compile"} <= set(lad.index):
         out.append(bullet(
             "The article's ping-pong as written",

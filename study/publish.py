@@ -148,25 +148,32 @@ def documents(root: Path, fig: Path | None = None) -> dict:
     return out
 
 
-def stray(root: Path, texts: dict) -> list:
-    """`path:line: figure` for each figure outside the generated blocks (figures.py), over the
-    texts publish would write; RESULTS.md is generated whole."""
+def checked(root: Path, texts: dict) -> tuple:
+    """([Tally] of each document, [error line]) over the texts publish would write: figures
+    outside the generated blocks that no constant covers, constants no longer held or no longer
+    pinned (check.py); RESULTS.md is generated whole."""
+    from .check import constant_errors, tally
     from .doc_constants import CONSTANTS
-    from .figures import missing_constants, stray_figures
 
-    out = []
+    tallies, errors = [], []
     for path, text in texts.items():
-        if path == RESULTS:
-            continue
         constants = CONSTANTS.get(str(path), [])
-        out += [f"{path}:{n}: `{figure}` outside a generated block: {line[:60]}"
-                for n, figure, line in stray_figures(text, constants)]
-        out += [f"{path}: doc_constants.py lists `{phrase}`, which the file no longer holds"
-                for phrase in missing_constants(text, constants)]
-    return out
+        t = tally(path, text, constants, whole=path == RESULTS)
+        tallies.append(t)
+        errors += [f"{path}:{n}: `{figure}` outside a generated block: {line[:60]}"
+                   for n, figure, line in t.stray]
+        errors += constant_errors(root, path, text, constants)
+    return tallies, errors
+
+
+def stray(root: Path, texts: dict) -> list:
+    """The error lines of `checked`."""
+    return checked(root, texts)[1]
 
 
 def main(argv: list) -> int:
+    from .blocks import record_paths
+
     check = "--check" in argv
     root = Path.cwd()
     if not (root / SOURCES["ladder"]).is_dir():
@@ -188,19 +195,28 @@ def main(argv: list) -> int:
             stale.append(str(path))
             if not check:
                 (root / path).write_text(text)
-    figures = stray(root, texts)
-    for line in figures:
+    tallies, errors = checked(root, texts)
+    for t in tallies:
+        sys.stderr.write(f"gapscope: read {t.line(whole=t.path == RESULTS)}\n")
+    records = record_paths(Path("."))
+    for path, what in records.items():
+        sys.stderr.write(f"gapscope: read {path}: a record, its own source ({what})\n")
+    for line in errors:
         sys.stderr.write(f"gapscope: {line}\n")
     if check and stale:
         sys.stderr.write(f"gapscope: {', '.join(stale)} would change: run python -m "
                          "study.publish\n")
-    if figures:
-        sys.stderr.write(f"gapscope: {len(figures)} figure(s) outside the generated blocks: "
-                         "put each in a block (study/blocks.py) or take it out\n")
-    if (check and stale) or figures:
+    if errors:
+        sys.stderr.write(f"gapscope: {len(errors)} figure(s) outside the generated blocks or "
+                         "constants no longer held: put each figure in a block "
+                         "(study/blocks.py), list a constant in study/doc_constants.py, or take "
+                         "it out\n")
+    if (check and stale) or errors:
         return 1
+    figures = sum(t.figures for t in tallies)
     sys.stderr.write(f"gapscope: {'checked' if check else 'wrote'} {len(texts)} documents "
-                     f"({', '.join(map(str, texts))}): every figure in a generated block"
+                     f"({figures} figures, each in a generated block or a listed constant) and "
+                     f"read {len(records)} records"
                      f"{'; ' + ', '.join(stale) + ' changed' if stale else ''}\n")
     return 0
 

@@ -34,6 +34,35 @@ RUNGS = ("naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pip
 ON_THE_GPU = ("graphed-sync", "graphed", "fused", "while-graph", "while-fused")
 
 
+# An earlier committed run of the same configurations (study dir -> the earlier one, both under
+# docs/): where the two runs of one configuration disagree, the part gives both and how far apart
+# they are, never one run's figure alone (issue 41).
+EARLIER = {"ladder8b-20261202/study": "sizes-20261202/study"}
+
+
+def earlier_study(study: Path) -> Path | None:
+    """The earlier run of `study`'s configurations, where one is committed."""
+    rel = EARLIER.get("/".join(study.resolve().parts[-2:]))
+    found = study.resolve().parent.parent / rel if rel else None
+    return found if found is not None and found.is_dir() else None
+
+
+def item_us(rows: pd.DataFrame) -> float | None:
+    """The per-step `.item()` of one bench: graphed-sync's ms/step minus graphed's, in µs."""
+    if not {"graphed-sync", "graphed"} <= set(rows.index):
+        return None
+    ms = rows["ms_per_step_median"]
+    return float(ms["graphed-sync"] - ms["graphed"]) * 1e3
+
+
+def beside_earlier(now: float, then: float | None, unit: str, digits: int = 3) -> str:
+    """`now` with the earlier run's figure and how far apart the two are, in `unit`."""
+    if then is None:
+        return f"{now:.{digits}f}"
+    return (f"{now:.{digits}f} (the earlier run's {then:.{digits}f}: {abs(now - then):.{digits}f}"
+            f" {unit} apart)")
+
+
 def _order(size: str) -> int:
     return SIZES.index(size) if size in SIZES else len(SIZES)
 
@@ -124,14 +153,32 @@ def graph_buy(rows: pd.DataFrame) -> tuple | None:
     return eager.idxmin(), float(eager.min()), float(ms["graphed"])
 
 
-def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
-    """The part's sentences, each from the tables above."""
+EARLIER_TRACED = "bubble µs traced, earlier run"
+EARLIER_UNTRACED = "bubble µs untraced, earlier run"
+
+
+def earlier_ms(earlier: dict, size: str, batch: int, variant: str) -> float | None:
+    """A rung's ms/token in the earlier run of one configuration, None where it has none."""
+    rows = earlier.get((size, batch), (None,))[0]
+    if rows is None or variant not in rows.index:
+        return None
+    return float(rows.loc[variant, "ms_per_step_median"])
+
+
+def sizes_findings(benches: dict, sync: pd.DataFrame, earlier: dict | None = None,
+                   where: str = "") -> list:
+    """The part's sentences, each from the tables above; `earlier` (size_benches of an earlier
+    run of the same configurations, read from `where`): its figure beside each of this run's it
+    also measured."""
+    earlier = earlier or {}
     out = []
     best = []
     for (size, batch), (rows, model) in benches.items():
         v = rows["ms_per_step_median"].idxmin()
         share = (rows.loc[v, "floor"] or {}).get("floor_pct")
-        best.append(f"`{v}` at {label(size, batch, model)} ({rows.loc[v, 'ms_per_step_median']:.3f}"
+        ms = beside_earlier(rows.loc[v, "ms_per_step_median"], earlier_ms(earlier, size, batch, v),
+                            "ms")
+        best.append(f"`{v}` at {label(size, batch, model)} ({ms}"
                     f" ms/token" + ("" if share is None else f", {share:.1f}% of the floor") + ")")
     if best:
         out.append(bullet("The fastest rung:", f"untraced, {SAME_PROCESS} a configuration, "
@@ -141,7 +188,9 @@ def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
         if (buy := graph_buy(rows)) is not None:
             eager, e, g = buy
             graph.append(f"{e / g:.1f}x at {label(size, batch, model)} (the fastest eager "
-                         f"rung, `{eager}`, {e:.3f} ms/token, against {g:.3f})")
+                         f"rung, `{eager}`, {e:.3f} ms/token, against "
+                         f"{beside_earlier(g, earlier_ms(earlier, size, batch, 'graphed'), 'ms')}"
+                         ")")
     if graph:
         out.append(bullet("What one CUDA graph a token buys:", "`graphed` against the fastest "
                           "rung that launches from Python each step: " + listing(graph) + "."))
@@ -149,12 +198,22 @@ def sizes_findings(benches: dict, sync: pd.DataFrame) -> list:
         costs = [f"{r['.item() µs/step']} µs a step at {r['configuration']} ({r['.item() share']}"
                  " of graphed-sync's step)" for _, r in sync.iterrows()]
         text = "graphed-sync's ms/step minus graphed's: " + listing(costs)
+        then = {label(s, b, m): item_us(rows) for (s, b), (rows, m) in earlier.items()}
+        pairs = [(float(r[".item() µs/step"]), then[r["configuration"]])
+                 for _, r in sync.iterrows() if then.get(r["configuration"]) is not None]
+        if pairs:
+            text += (f"; in the earlier run of the same configurations (`{where}`) "
+                     + listing([f"{b:.1f}" for _, b in pairs]) + " µs: the two runs "
+                     + f"{min(abs(a - b) for a, b in pairs):.1f} to "
+                     + f"{max(abs(a - b) for a, b in pairs):.1f} µs apart")
         traced = [f"{r['bubble µs traced']} µs traced against {r['bubble µs untraced']} in its "
-                  f"twin at {r['configuration']}" for _, r in sync.iterrows()
-                  if r["bubble µs traced"] != "–"]
+                  f"twin at {r['configuration']}"
+                  + (f" (the earlier run's {r[EARLIER_TRACED]} against {r[EARLIER_UNTRACED]})"
+                     if r.get(EARLIER_TRACED, "–") != "–" else "")
+                  for _, r in sync.iterrows() if r["bubble µs traced"] != "–"]
         if traced:
             text += "; graphed-sync's median bubble between steps: " + listing(traced)
-        out.append(bullet("What the per-step `.item()` costs as the step grows:", text + "."))
+        out.append(bullet("What the per-step `.item()` costs, run by run:", text + "."))
     return out
 
 
@@ -165,11 +224,23 @@ def sizes_sections(study: Path, fig: Path | None = None) -> list:
         return []
     sync = sync_rows(benches, study)
     table = ladder_table(benches)
+    before = earlier_study(study)
+    earlier = size_benches(before) if before is not None else {}
+    where = "" if before is None else "/".join(before.parts[-3:])
+    if earlier and not sync.empty:
+        then = sync_rows(earlier, before).set_index("configuration")
+        for after, (column, theirs) in (
+                (".item() share", (".item() µs/step, earlier run", ".item() µs/step")),
+                ("bubble µs untraced", (EARLIER_TRACED, "bubble µs traced")),
+                (EARLIER_TRACED, (EARLIER_UNTRACED, "bubble µs untraced"))):
+            sync.insert(list(sync.columns).index(after) + 1, column,
+                        [then.loc[c, theirs] if c in then.index else "–"
+                         for c in sync["configuration"]])
     parts = [f"## The ladder at the sizes people decode ({study.name})",
              "Each configuration (size and batch) is one `harness bench` process, random "
              "weights (the 1B and 8B shapes drawn on the GPU); the floor is harness/floor.py's, "
              "at the copy rate each process measured.",
-             *sizes_findings(benches, sync),
+             *sizes_findings(benches, sync, earlier, where),
              "### Untraced (harness bench, one process a configuration)",
              frame_md_table(table)]
     if fig is not None:

@@ -3,12 +3,14 @@ docs/RESULTS.md and every generated block of README.md and docs/*.md are made ag
 docs/*/ and tests/data/runs, any difference fails, and so does a figure outside a block."""
 
 import difflib
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from study.blocks import document_paths, record_paths
 from study.cli import study as main
 from study.publish import GEN_END, documents, gen_start, put_generated
 from study.publish import main as publish_main
@@ -29,7 +31,14 @@ def test_publish_check_passes_on_readme_and_every_doc(monkeypatch, capsys):
     # byte, and no figure stands outside a block (issue 31).
     monkeypatch.chdir(ROOT)
     if publish_main(["--check"]) == 0:
-        assert "every figure in a generated block" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "each in a generated block or a listed constant" in err
+        # it names every document it read, with the figures it checked there, and each record
+        for path in document_paths(ROOT):
+            assert re.search(rf"^gapscope: read {re.escape(str(path))}: \d+ figures", err, re.M), \
+                path
+        for path in record_paths(ROOT):
+            assert f"gapscope: read {path}: a record" in err
         return
     err = capsys.readouterr().err
     for path, text in documents(Path("."), None).items():

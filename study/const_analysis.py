@@ -1,0 +1,73 @@
+"""The constants docs/ANALYSIS.md holds outside its generated blocks (doc_constants.py)."""
+
+from .const_kinds import COMMAND, DESIGN, EXAMPLE, FORMULA, MATH, OPTION, TOOL, pinned
+
+TEXT = pinned("analysis/render/text.py", "TEXT_WIDTH = 100")
+KINETO_TEST = "tests/test_analysis_kineto.py"
+
+CONSTANTS = {
+    "docs/ANALYSIS.md": [
+        ("from 8 runs on.", OPTION + " (sweep.PROGRESS_FROM)",
+         pinned("analysis/sweep.py", "PROGRESS_FROM = 8")),
+        ("(8 ops either side,", OPTION + " (render/plots_timeline.py)"),
+        ("at most 15% of a period", OPTION + " (render/plots_timeline.py)"),
+        ("(medians with 95% bootstrap intervals, 2000 resamples", OPTION,
+         pinned("analysis/measures/compare.py", "BOOTSTRAP_SAMPLES = 2000")),
+        ("- From 8 runs on (a sweep)", OPTION, pinned("analysis/sweep.py", "PROGRESS_FROM = 8")),
+        ("medians, 95% CIs, against the", OPTION),
+        ("from 200,000 ops on: Robustness", OPTION + " (readers/nsys_ops.py)"),
+        ("in chunks of 200,000 rows", OPTION + " (render/records.py)"),
+        ("more than 1,000 rows", OPTION + " (store/scratch.py)"),
+        ("gets 64 KiB", OPTION + " (store/db.py)"),
+        ("from 200,000 ops on, reads", OPTION + " (readers/nsys_ops.py)"),
+        ("a chunk of 250,000 rows", OPTION + " (readers/nsys_ops.py)"),
+        ("`nsys --version` 60 s", OPTION + ": a timeout"),
+        ("`gapscope profile` 1800 s", OPTION + ": a timeout"),
+        ("probe capture and export 300 s", OPTION + ": a timeout"),
+        ("the metrics listing 60 s", OPTION + ": a timeout"),
+        ("`nsys stats` 1800 s", OPTION + ": a timeout"),
+        ("a float64 step is 0.25 µs", MATH + ": float64's resolution at 16 digits of µs"),
+        ("(Kineto before 2024: 16 digits before", MATH + ": absolute µs since the epoch"),
+        ("gaps of 30 µs or more", OPTION + " (HTA's consecutive_kernel_delay default)"),
+        ("(default\n  30, compared", OPTION + " (HTA's consecutive_kernel_delay)"),
+        ("every op shrinks by up to 2 µs,", MATH + " (HTA's rounding of a start and an end)"),
+        ("30 µs), other 0", EXAMPLE + " (tests/test_analysis_kineto.py)"),
+        ("every op shrinks by up to 2 µs and", MATH + " (HTA's rounding of a start and an end)"),
+        ("float64's 0.25 µs step", MATH + ": float64's resolution at 16 digits of µs"),
+        ("steps 0, 1, ... in", FORMULA),
+        ("`analyze --format text`: ten lines", DESIGN + " (render/text.py's summary lines)"),
+        ("and the three", OPTION + " (the syncs shown)"),
+        ("line fits 100 columns", OPTION, TEXT),
+        ("the largest eight (ms a", OPTION + " (render/host.py's rows shown)"),
+        ("three typical steps", OPTION + " (render/plots_timeline.py)"),
+        ("binned to 1000 pixel columns", OPTION,
+         pinned("analysis/render/plots_timeline.py", "COLUMNS = 1000")),
+        ("not a bar of 0.", FORMULA),
+        ("µs with three decimals from", TOOL + ": Kineto's format"),
+        ("ts × 1000 + origin", FORMULA),
+        ("line up at 0.", FORMULA),
+        ("difference contains 0)", FORMULA),
+        ("at most 100 columns, each", OPTION, pinned("analysis/render/compare.py",
+                                                     "TERMINAL_COLUMNS = 100")),
+        ("in 100 columns whatever", OPTION, pinned("analysis/render/compare.py",
+                                                   "TERMINAL_COLUMNS = 100")),
+        ("at most 100 columns, and", OPTION, pinned("analysis/render/compare.py",
+                                                    "TERMINAL_COLUMNS = 100")),
+        ("Four names do", DESIGN + ": the four listed below"),
+        ("# The ten longest gaps", COMMAND + ": the code below, nlargest(10)"),
+        ("DESC LIMIT 5;", COMMAND),
+        ("child: Python 3.12 warns about it", TOOL + ": how Python 3.12 treats a fork in a "
+         "threaded process"),
+        ("for a figure from two processes", MATH + ": what a ratio of two processes is"),
+        ("the per-step bars are four", DESIGN + " (render/plots.py)"),
+        ("two captures that differ anywhere are two runs", MATH + ": the definition of a run"),
+        ("METRICS.md's five causes", DESIGN + ": sync, host, queued, unknown and the drain"),
+        ("gapscope sync 35, host 32, queued 5,", EXAMPLE + " (" + KINETO_TEST + ")"),
+        ("unknown 5; HTA host wait 67 (= sync + host), kernel wait 10 (= queued", EXAMPLE
+         + " (" + KINETO_TEST + ")"),
+        ("absolute µs with three decimals", TOOL + ": the trace's format"),
+        ("batch 8, steps 31–40, torch.profiler;", MATH + ": the run's configuration, "
+         "tests/data/runs/static-kineto/run.json", pinned("tests/data/runs/static-kineto/run.json",
+                                                          '"window": "30:40"')),
+    ],
+}
