@@ -1,6 +1,6 @@
 """The constants docs/ANALYSIS.md holds outside its generated blocks (doc_constants.py)."""
 
-from .const_kinds import COMMAND, DESIGN, EXAMPLE, FORMULA, MATH, OPTION, TOOL, pinned
+from .const_kinds import COMMAND, CONTRACT, DESIGN, EXAMPLE, FORMULA, MATH, OPTION, TOOL, pinned
 
 TEXT = pinned("analysis/render/text.py", "TEXT_WIDTH = 100")
 KINETO_TEST = "tests/test_analysis_kineto.py"
@@ -35,6 +35,10 @@ CONSTANTS = {
         ("every op shrinks by up to 2 µs and", MATH + " (HTA's rounding of a start and an end)"),
         ("float64's 0.25 µs step", MATH + ": float64's resolution at 16 digits of µs"),
         ("steps 0, 1, ... in", FORMULA),
+        ("from three up or `two`", DESIGN + ": study/figures.py's rule",
+         pinned("study/figures.py", 'WORDS = ("three|four')),
+        ("the exit statuses 0, 1 and 2", CONTRACT, pinned("study/figures.py",
+                                                          'CONTRACT = {"0", "1", "2"}')),
         ("`analyze --format text`: ten lines", DESIGN + " (render/text.py's summary lines)"),
         ("and the three", OPTION + " (the syncs shown)"),
         ("line fits 100 columns", OPTION, TEXT),

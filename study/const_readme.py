@@ -19,6 +19,8 @@ CONSTANTS = {
          "prof.step and prof.check"),
         ("cudaProfilerStart/Stop: steps 31..50", FORMULA + ": window=(30, 50) captures the steps "
          "after 30 up to 50 (harness/profiling.py)"),
+        ("on Python 3.12+, the script's own", VERSION + " (sys.monitoring)",
+         pinned("analysis/capture/step_functions.py", "sys.version_info >= (3, 12)")),
         ("`gpt2` (124M, the default)", SPEC),
         ("(each ~125–150M and", SPEC),
         ("8 ops a layer on GPT-2, 5 on the Llama family", DESIGN),

@@ -21,9 +21,14 @@ def benchmark_block(root: Path) -> str:
 
     record = json.loads((root / BENCHMARK).read_text())
     m = record["machine"]
+    command = record.get("command", "python -m study.benchmark")
+    # the record holds the command as it ran; the study's module has moved out of the library
+    moved = "python -m analysis.study." in command
+    command = command.replace("python -m analysis.study.", "python -m study.")
     return (block_from_record(record) + "\n\n"
-            + f"From `{BENCHMARK}`: `{record.get('command', 'python -m study.benchmark')}`"
-            f" on {m['cpu']}, Python {m['python']}.")
+            + f"From `{BENCHMARK}`: `{command}`"
+            + (" (recorded as `analysis.study.benchmark`, the study's module then)" if moved
+               else "") + f" on {m['cpu']}, Python {m['python']}.")
 
 
 def _analysis(root: Path, run: str):
