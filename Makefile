@@ -1,4 +1,4 @@
-# gapscope: harness -> scripts -> traces -> analysis.
+# gapscope: harness -> scripts -> traces -> analysis -> study (the project's own, not shipped).
 # `make demo` and `make test` set everything up on a fresh machine (a venv in .venv/).
 # On the GPU machine, where nothing can be installed, pass NO_VENV=1 to run from the source tree
 # with the machine's own python3 (docs/PROFILING.md, "On a machine where nothing can be installed").
@@ -19,7 +19,7 @@ DEMO_TRACES ?= $(addprefix tests/data/runs/,static pipelined compiled pipelined-
 # machine and CI set it): a venv by uv holds no bytecode, so every process would compile what it
 # imports again, each time (`gapscope --help` compiling click, `analyze` pandas and numpy). So
 # each venv is byte-compiled when it is set up, on every core: every package in it and our own
-# two, but what SKIP_COMPILE names, compiled as first imported: transformers (the tests import a
+# three, but what SKIP_COMPILE names, compiled as first imported: transformers (the tests import a
 # few hundred of its thousands of modules), the packages' own test folders (pandas' and numpy's,
 # 2,500 files nothing imports), pip, setuptools, fontTools and pygments (no test imports them):
 # 16 s of set-up instead of 22 on two cores. What a `make` run compiles it keeps
@@ -39,7 +39,7 @@ HARNESS_DEPS := $(VENV)/.harness
 endif
 # The venv's packages and ours into bytecode (a file that does not compile is left to its import).
 COMPILE = $(PY) -m compileall -qq -j 0 -x '$(SKIP_COMPILE)' \
-  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" analysis harness || :
+  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" analysis harness study || :
 export GAPSCOPE_PYTHON := $(PY)
 
 .PHONY: install install-analysis test test-gpu demo lint clean profile profile-all doctor study
@@ -90,7 +90,7 @@ test-gpu: $(HARNESS_DEPS)
 	$(PY) -m pytest -m gpu -v
 
 lint: $(HARNESS_DEPS)
-	$(PY) -m ruff check harness analysis tests
+	$(PY) -m ruff check harness analysis study tests
 
 profile: $(HARNESS_DEPS)
 	@for i in $$(seq $(RUNS)); do \

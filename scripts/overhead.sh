@@ -19,7 +19,7 @@
 # --capture-variants limits the captures to those variants (the others are timed untraced only).
 # Output: DIR/b<batch>/<variant>/{untraced-p<N>.json, untraced_steps.json, <flagset>/...}, each
 # flag-set directory a run directory (run.json with nsys and untraced; capture.sqlite where
-# --export names the set), and DIR/overhead.md, the table (python -m analysis.study.overhead DIR).
+# --export names the set), and DIR/overhead.md, the table (python -m study.overhead DIR).
 set -euo pipefail
 # The metrics flag set captures by NVTX range, which nsys matches by its text.
 export NSYS_NVTX_PROFILER_REGISTER_ONLY=0
@@ -105,7 +105,7 @@ for b in $batches; do
         --repeats 5 --json "$dir/untraced-p$p.json" --timeline "$dir/untraced_steps-p$p.json" \
         >"$dir/untraced-p$p.log" 2>&1 || note "[b$b $v] untraced run failed: $(last_message "$dir/untraced-p$p.log")"
     done
-    "$PY" -m analysis.study.overhead merge-untraced "$dir" || true
+    "$PY" -m study.overhead merge-untraced "$dir" || true
     for f in $flagsets; do
       wanted "$v" "$f" || continue
       done_n=$((done_n + 1))
@@ -134,5 +134,5 @@ for b in $batches; do
     done
   done
 done
-"$PY" -m analysis.study.overhead table "$out" | tee "$out/overhead.md"
+"$PY" -m study.overhead table "$out" | tee "$out/overhead.md"
 note "done: $out"

@@ -6,7 +6,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from analysis.study.peer import best_rates
+from study.peer import best_rates
 
 from .peer_models import PeerError  # noqa: F401 (the scripts' one error)
 

@@ -22,7 +22,7 @@
 # .peer/gpt-fast are found in either place; GPT_FAST=DIR names another checkout). Then commit
 # peer.json and the study directory under docs/sizes-<date>/ and
 #   python scripts/peer_gptfast.py --table docs/sizes-<date>/peer.json
-#   python -m analysis.cli study docs/sizes-<date> -o docs --part sizes
+#   python -m study docs/sizes-<date> -o docs --part sizes
 set -euo pipefail
 
 stage=${1:-}

@@ -24,7 +24,7 @@
 #                       our own step's rungs (graphed-sync, graphed, fused) included where they
 #                       run, and captures capture/<UTC>-<rung>-bB of --captures (default static,
 #                       compiled, pipelined+compile, graphed-sync: graph by graph, with its
-#                       untraced twin; "none" for none); `python -m analysis.cli study
+#                       untraced twin; "none" for none); `python -m study
 #                       DIR -o docs --part family` makes its RESULTS part
 #   bench-sizes-S-bB    part `sizes` (not in the default parts: --parts sizes; issue 33): the ladder
 #                       at each size of --sizes (llama = small 125M, llama:1b, llama:8b, the large
@@ -32,14 +32,14 @@
 #                       process a configuration (--sizes-variants: every rung but compiled and
 #                       hf-generate, ~2 min of compile each at 8B), then capture/<UTC>-sizes-S-
 #                       graphed-sync-bB, graph by graph with its untraced twin; `python -m
-#                       analysis.cli study DIR -o docs --part sizes` makes its RESULTS part (4
+#                       study DIR -o docs --part sizes` makes its RESULTS part (4
 #                       minutes on an H200 for the three sizes at batch 1 with 5 rungs)
 #   observer/           scripts/overhead.sh: static, deferred, compiled, pipelined+compile,
 #                       graphed-sync, graphed and fused at batch 1, 8 and 32, untraced (eager
 #                       ones in 2 processes) with their untraced twin, captured node-level and
 #                       graph-level: how much of each bubble is the profiler's (not in the
 #                       default parts: --parts observer; about 25 minutes on an H200)
-# Then `python -m analysis.cli study DIR -o DIR/results` writes RESULTS.md and its plots from those
+# Then `python -m study DIR -o DIR/results` writes RESULTS.md and its plots from those
 # runs (it needs no GPU: it can also be run later, elsewhere, on the same directory).
 # quick: 3 repeats, fewer sizes and captures, a few minutes; full: what docs/RESULTS.md shows.
 # --parts and --captures split one study over several GPUs or sessions (same --dir): each part
@@ -229,7 +229,7 @@ if want observer; then
 fi
 
 if want results; then
-  say "results: $PY -m analysis.cli study $dir -o $dir/results"
-  "$PY" -m analysis.cli study "$dir" -o "$dir/results"
+  say "results: $PY -m study $dir -o $dir/results"
+  "$PY" -m study "$dir" -o "$dir/results"
 fi
 say "study in $dir"

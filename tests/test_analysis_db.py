@@ -148,7 +148,7 @@ def test_csv_prints_the_table_asked_for(tmp_path):
 
 
 def test_study_of_a_directory_of_runs_tables_them_all_and_stores_them(tmp_path):
-    from analysis.cli.study import study
+    from study.cli import study
 
     sweep = tmp_path / "sweep"
     for batch in ("b1", "b2"):

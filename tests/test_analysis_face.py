@@ -102,8 +102,10 @@ def table_modules() -> set:
 
 def test_the_module_table_names_every_module_and_only_modules_that_exist():
     named = table_modules()
+    # the library's modules relative to analysis/, the study's (its own table) as study/...
     on_disk = {p.relative_to(ROOT / "analysis").as_posix()
                for p in (ROOT / "analysis").rglob("*.py")}
+    on_disk |= {p.relative_to(ROOT).as_posix() for p in (ROOT / "study").rglob("*.py")}
     # A sub-package's __init__.py is its docstring (readers' holds load_trace and is named).
     packages = {p for p in on_disk if p.endswith("/__init__.py")} - {"readers/__init__.py",
                                                                       "cli/__init__.py"}

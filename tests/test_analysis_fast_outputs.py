@@ -164,7 +164,7 @@ def test_report_plot_errors_are_one_line(tmp_path):
 
 
 def test_the_benchmark_tiles_the_export_in_time_keeping_or_renumbering_steps(tmp_path):
-    from analysis.study.benchmark import DEFAULT_SOURCE, build
+    from study.benchmark import DEFAULT_SOURCE, build
 
     one = build(DEFAULT_SOURCE, 1, tmp_path / "one.sqlite")
     for repeat, steps in ((True, 20), (False, 60)):

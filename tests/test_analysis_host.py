@@ -220,7 +220,7 @@ def test_the_harness_steps_name_its_forward_and_stop_check(data_dir):
 
 
 def test_the_ladder_check_says_where_a_measured_step_lies_against_the_bound(tmp_path):
-    from analysis.study.host_ladder import _where, bench_rungs
+    from study.host_ladder import _where, bench_rungs
 
     assert [_where(v, 1.0, 2.0) for v in (0.9, 1.0, 1.5, 2.0, 2.3, None)] == [
         "10.0% below", "inside", "inside", "inside", "15.0% above", "n/a"]
@@ -232,7 +232,7 @@ def test_the_ladder_check_says_where_a_measured_step_lies_against_the_bound(tmp_
 
 
 def test_the_means_cost_table_reads_the_batch_calls(tmp_path):
-    from analysis.study.host_overhead import call_table
+    from study.host_overhead import call_table
 
     path = tmp_path / "overhead.jsonl"
     path.write_text("".join(json.dumps({"mode": m, "calls": 10, "ns_per_call": ns}) + "\n"

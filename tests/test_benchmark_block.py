@@ -1,11 +1,11 @@
-"""`python -m analysis.study.benchmark --json FILE`, and the block publish makes of it in
+"""`python -m study.benchmark --json FILE`, and the block publish makes of it in
 docs/ANALYSIS.md: says when, under what load, against which nsys, and the range of every output
 against nsys's time."""
 
 import golden
 
-from analysis.study.benchmark import block_text
-from analysis.study.publish import GEN_END, gen_start, put_generated
+from study.benchmark import block_text
+from study.publish import GEN_END, gen_start, put_generated
 
 
 def test_the_block_gives_each_median_its_runs_and_the_range_against_nsys():
@@ -35,7 +35,7 @@ def test_the_block_goes_between_its_markers():
 
 
 def test_the_json_record_holds_every_figure_the_machine_and_the_load(tmp_path, monkeypatch):
-    from analysis.study import benchmark
+    from study import benchmark
 
     # wall s, peak RSS KiB, bytes written, CPU s
     calls = iter([(3.0, 2**20, 2**20, 2.5), (5.0, 2**19, 0, 4.0)])

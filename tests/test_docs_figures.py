@@ -1,6 +1,6 @@
 """Issue 31: every measured figure of README.md and docs/*.md stands in a generated block that
-`python -m analysis.study.publish --check` makes again, or is not there. What counts as a figure
-(analysis/study/figures.py), the constants allowed outside a block (doc_constants.py), the
+`python -m study.publish --check` makes again, or is not there. What counts as a figure
+(study/figures.py), the constants allowed outside a block (doc_constants.py), the
 registry of blocks (blocks.py), and the statistics the A/A part and the between-process
 sentences rest on (aa.py, text.py)."""
 
@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis.study import aa
-from analysis.study.benchmark import block_from_record, block_text
-from analysis.study.blocks import BLOCKS, document_paths
-from analysis.study.figures import figures_in, missing_constants, stray_figures
-from analysis.study.publish import README, PublishError, gen_start, put_blocks, stray
-from analysis.study.text import between, beyond_span, floor_note
+from study import aa, const_kinds
+from study.benchmark import block_from_record, block_text
+from study.blocks import BLOCKS, document_paths, record_paths
+from study.check import constant_errors, tally
+from study.doc_constants import CONSTANTS
+from study.figures import figures_in, missing_constants, stray_figures
+from study.publish import README, PublishError, gen_start, put_blocks, stray
+from study.text import between, beyond_span, floor_note
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,26 +29,66 @@ def test_measured_figures_in_prose_are_found():
     text = ("nsys cost +55% (14.59 against 9.43 ms/step), 282 kernels a step; HTA reports 3.8% "
             "more idle; `sync_idle_share_of_window` 0.0198; 99 of 99 steps; ~393 ops; 2.2 GB and "
             "25 s.")
-    assert found(text) == ["+55%", "14.59", "9.43 ms", "282 kernels", "3.8%", "0.0198",
-                           "99 of 99", "~393 ops", "2.2 GB", "25 s"]
+    assert found(text) == ["+55%", "14.59", "9.43", "282 kernels", "3.8%", "0.0198", "99 of 99",
+                           "~393 ops", "2.2 GB", "25 s"]
 
 
-def test_versions_dates_issues_code_and_blocks_are_not_figures():
+def test_an_integer_before_any_noun_a_version_and_a_number_in_words_are_figures():
+    text = ("13 L + 21 a step, 177 for 12 layers; it exited 143 on the H200; HF spells it in "
+            "seven; beam ran two twin runs; torch 2.11 and Triton 3.9")
+    assert found(text) == ["13", "+ 21", "177", "12 layers", "143", "seven", "two", "2.11", "3.9"]
+    # `two` counts before what was run or captured, not before what the definition counts
+    assert found("two streams, two threads, between two steps") == []
+
+
+def test_backticks_count_their_units_and_decimals_and_not_what_one_types():
+    text = "a span `0.703 ms/step` and `--window 30:50` and `a.step(40)` and `Step 31`"
+    assert found(text) == ["0.703"]
+
+
+def test_quoted_output_counts_every_number_and_a_commands_comment_is_prose():
+    text = "\n".join(["text", "", "    make profile ARGS=\"--batch 8\"   # 3.2 s, a command",
+                      "    # three runs", "    static: device 0, 20 steps", "", "```",
+                      "gapscope analyze RUN --steps infer", "  step time      2.95 ms median",
+                      "```"])
+    assert found(text) == ["3.2 s", "three", "0", "20 steps", "2.95 ms"]
+
+
+def test_dates_issues_list_numbers_exit_statuses_names_and_blocks_are_not_figures():
     text = "\n".join([
-        "nsys 2025.3.1.0 and torch 2.11 on Python 3.12, nsys 2024.2 fails on 2025.3 captures,",
-        "measured 2026-12-01 15:31 UTC in 20261201T180227Z (issue 19, #31), schema 3.x.",
+        "measured 2026-12-01 15:31 UTC in 20261201T180227Z (issue 19, #31, issues 19, 31), "
+        "of April 2024; fp32 H200 Llama-3-8B bench-b1.json; exit 2, exits 1, exited 0.",
         "1. a numbered list's number",
-        "a span `0.703 ms/step` and a [link](figures/1.5x.png)",
-        "",
-        "    make profile ARGS=\"--batch 8 --window 30:50\"   # 3.2 s, an indented command",
-        "",
-        "```",
-        "took 4.5 s",
-        "```",
-        "<!-- generated: x (python -m analysis.study.publish) -->",
+        "## 3. a heading's",
+        "a [link](figures/1.5x.png) and https://example.com/v2.1",
+        "<!-- generated: x (python -m study.publish) -->",
         "busy 87.3–95.4%",
         "<!-- /generated -->"])
     assert found(text) == []
+
+
+def test_the_audits_contradicted_and_unsourced_sentences_are_seen():
+    """Issue 41: each sentence the audit found contradicted or unsourced at 96c7a7f passed the
+    old check (words, integers before an unlisted noun, backticks, indented output, an
+    allow-listed phrase). Each is refused now, the current allow-list notwithstanding."""
+    old = {
+        "docs/VARIANTS.md": ["kernel (HF's `gelu_new` spells the same formula in seven).",
+                             "13 L + 21 a step with the loop's bookkeeping, 177 for 12 layers",
+                             "the median and p10/p90 of 5+ repeats (after a warm-up run)",
+                             "8 kernels a layer (101 a step).",
+                             "the step it replaced ran 22 L + 19 by the same count",
+                             "run here with Triton 3.9 beside the venv"],
+        "docs/PROFILING.md": ["the range closes (it exited 143 on the H200 machine) |"],
+        "docs/user-programs-20261202/README.md": [
+            "each `gapscope profile --twin-runs 2 -- python3 .wt/unseen/X.py`, beam with two "
+            "twin runs"],
+        "README.md": ["the per-step `.item()` then costs 88.3 µs (1.6% of the step)."],
+        "docs/user-programs-20261201/README.md": [
+            "\n    20261201T163524Z-gen-auto: device 0, 197 steps, nsys export schema 3.20.3\n"],
+    }
+    for doc, sentences in old.items():
+        for sentence in sentences:
+            assert stray_figures(sentence, CONSTANTS.get(doc, [])), (doc, sentence)
 
 
 def test_a_constant_is_allowed_only_inside_its_phrase():
@@ -57,19 +99,57 @@ def test_a_constant_is_allowed_only_inside_its_phrase():
     assert missing_constants(text, constants + [("gone 5%", "x")]) == ["gone 5%"]
 
 
+def test_a_pinned_constant_fails_once_its_code_says_otherwise(tmp_path):
+    (tmp_path / "code.py").write_text("DEFAULT_TWIN_RUNS = 4\n")
+    text = "runs it 3 more times\n"
+    held = [("runs it 3 more times", "an option's default", ("code.py", "DEFAULT_TWIN_RUNS = 4"))]
+    gone = [("runs it 3 more times", "an option's default", ("code.py", "DEFAULT_TWIN_RUNS = 3"))]
+    assert constant_errors(tmp_path, Path("README.md"), text, held) == []
+    (line,) = constant_errors(tmp_path, Path("README.md"), text, gone)
+    assert "pinned to `DEFAULT_TWIN_RUNS = 3` in code.py, which no longer says so" in line
+
+
+def test_every_constant_is_of_a_kind_that_is_no_measurement():
+    """The allow-list holds constants only: each entry's reason starts with one of the kinds of
+    const_kinds.py (an option's default, a model's size, a version the code pins ...), each pin
+    names a file of the repository that holds its text."""
+    kinds = [v for k, v in vars(const_kinds).items() if k.isupper() and isinstance(v, str)]
+    for doc, entries in CONSTANTS.items():
+        for entry in entries:
+            assert any(entry[1].startswith(k) for k in kinds), (doc, entry)
+            if len(entry) == 3:
+                path, pin = entry[2]
+                assert pin in (ROOT / path).read_text(), (doc, entry)
+
+
 def test_a_figure_slipped_into_readme_is_refused():
     text = (ROOT / README).read_text().replace(
         "## Development", "The fused step took 0.70 ms/step.\n\n## Development")
     lines = stray(ROOT, {README: text})
-    assert len(lines) == 1 and "`0.70 ms`" in lines[0] and lines[0].startswith("README.md:")
+    assert len(lines) == 1 and "`0.70`" in lines[0] and lines[0].startswith("README.md:")
 
 
 def test_every_document_is_covered_and_every_block_registered():
     paths = {str(p) for p in document_paths(ROOT)}
     assert {"README.md", "docs/RESULTS.md", "docs/ANALYSIS.md", "docs/METRICS.md",
-            "docs/PROFILING.md", "docs/VARIANTS.md"} <= paths
+            "docs/PROFILING.md", "docs/VARIANTS.md", "tests/data/README.md", "scripts/README.md",
+            "docs/ladder8b-20261202/README.md", "docs/user-programs-20261202/README.md"} <= paths
+    records = {str(p) for p in record_paths(ROOT)}
+    assert "docs/hardware-view-20261201/results.md" in records and not records & paths
+    assert all((ROOT / p).parent.joinpath("run.json").is_file() for p in records
+               if p.endswith("report.md"))
     for file, name in BLOCKS:
         assert gen_start(name) in (ROOT / file).read_text(), (file, name)
+
+
+def test_the_tally_counts_blocks_constants_and_the_rest():
+    text = ("a 5% threshold here, 12 layers there\n"
+            "<!-- generated: x (python -m study.publish) -->\n1.5 ms and 2 runs\n"
+            "<!-- /generated -->\n")
+    t = tally(Path("X.md"), text, [("a 5% threshold", "an option's default")])
+    assert (t.blocks, t.in_blocks, t.constants, [f for _, f, _ in t.stray]) == \
+        (1, 2, 1, ["12 layers"])
+    assert t.line() == "X.md: 4 figures: 2 in 1 generated block, 1 listed constant, 1 neither"
 
 
 def test_a_marker_without_a_maker_and_a_maker_without_a_marker_are_errors():

@@ -1,11 +1,12 @@
 """The house's layers: no package imports one that imports it back, no module one that imports it
 back, the pipeline's order holds, and no module is over 400 lines.
 
-Every import in analysis/, harness/ and scripts/ is read from the source (ast: function-level
-imports too, and the module strings of the CLI's lazy commands), each resolved to its unit: a
-sub-package of analysis (readers, measures, render, store, capture, study), a top-level module
-of analysis (errors, api, sweep, cli), harness or scripts. The units' graph must have no cycle,
-and neither must the graph of the modules themselves (inside a sub-package too). The hook
+Every import in analysis/, harness/, scripts/ and study/ is read from the source (ast:
+function-level imports too, and the module strings of the CLI's lazy commands and the study's
+block registry), each resolved to its unit: a sub-package of analysis (readers, measures, render,
+store, capture, cli), a top-level module of analysis (errors, api, sweep), harness, scripts or
+the study (the project's own, beside the library). The units' graph must have no cycle, and
+neither must the graph of the modules themselves (inside a sub-package too). The hook
 (harness/inject/) runs inside the user's program under names of its own (`sitecustomize`, its
 package): its modules are a graph of their own.
 """
@@ -15,19 +16,19 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("analysis", "harness", "scripts")
+PACKAGES = ("analysis", "harness", "scripts", "study")
 INJECT = ROOT / "harness" / "inject"
 MAX_LINES = 400
 
 
 def unit(module: str) -> str | None:
-    """The unit a dotted module name belongs to, None outside the two packages."""
+    """The unit a dotted module name belongs to, None outside the house's packages."""
     parts = module.split(".")
     if parts[0] == "gapscope":
         parts = parts[1:]
     if not parts or parts[0] not in PACKAGES:
         return None
-    if parts[0] in ("harness", "scripts") or len(parts) == 1:
+    if parts[0] in ("harness", "scripts", "study") or len(parts) == 1:
         return parts[0]
     return ".".join(parts[:2])
 
@@ -118,9 +119,6 @@ def graph() -> dict:
         source = unit(module_name(path))
         for name in imported(path):
             target = unit(name)
-            # `from analysis import errors` names the module analysis.errors
-            if target == "analysis" and name.count(".") >= 1:
-                target = unit(name)
             if target and target != source and not (target == name == "analysis"):
                 edges.setdefault(source, set()).add(target)
     return edges
@@ -181,6 +179,47 @@ def test_the_pipeline_order_holds():
         assert edges.get(source, set()) <= allowed, source
     assert not any("harness" in targets for source, targets in edges.items()
                    if source.startswith("analysis"))
+    # the library never reaches the study built on it (nor ships it: tests/test_wheel.py)
+    assert not any("study" in targets for source, targets in edges.items()
+                   if source.startswith("analysis"))
+
+
+def public_face() -> dict:
+    """module -> the names the study may import from it: the library's face (`analysis`), its
+    building blocks (`analysis.toolkit`) and its CLI's (`analysis.cli`), each by its __all__."""
+    import analysis
+    import analysis.cli
+    import analysis.toolkit
+
+    return {m.__name__: set(m.__all__) for m in (analysis, analysis.toolkit, analysis.cli)}
+
+
+def private_imports(path: Path, face: dict) -> list:
+    """`module.name` of each import of the library in one module that is not the public face."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names
+                    if unit(a.name) and a.name.split(".")[0] == "analysis" and a.name not in face]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                and node.module.split(".")[0] == "analysis":
+            out += [f"{node.module}.{a.name}" for a in node.names
+                    if a.name not in face.get(node.module, ())]
+    return out
+
+
+def test_the_study_imports_only_the_librarys_public_face(tmp_path):
+    """study/ is built on the library as a user would build on it: `analysis`, `analysis.toolkit`
+    and `analysis.cli` by their __all__, never a module inside (a name it needs is made public
+    in toolkit.py, deliberately)."""
+    face = public_face()
+    found = {str(p.relative_to(ROOT)): bad for p in (ROOT / "study").rglob("*.py")
+             if (bad := private_imports(p, face))}
+    assert found == {}
+    probe = tmp_path / "probe.py"
+    probe.write_text("from analysis.measures.stats import median\n"
+                     "from analysis.toolkit import median\nimport analysis.readers\n")
+    assert private_imports(probe, face) == ["analysis.measures.stats.median", "analysis.readers"]
 
 
 def test_the_check_finds_a_cycle():
@@ -193,12 +232,12 @@ def test_the_check_finds_a_cycle():
 
 
 def test_the_module_graph_resolves_names_to_their_modules():
-    """`from ..study.text import wrap` is an edge to analysis.study.text, not to the package;
-    `from ..study import observer` to analysis.study.observer; a lazy command's string to its
-    module; the hook's modules by their own names."""
+    """`from .text import wrap` is an edge to study.text, not to the package; `from . import
+    observer` to study.observer; a lazy command's string to its module; the hook's modules by
+    their own names."""
     edges = module_graph()
-    assert {"analysis.study.text", "analysis.study.observer"} <= edges["analysis.study.runs"]
-    assert "analysis.study" not in edges["analysis.study.runs"]
+    assert {"study.text", "study.observer"} <= edges["study.runs"]
+    assert "study" not in edges["study.runs"]
     assert "analysis.capture.doctor" in edges["analysis.cli"]
     assert "sitecustomize" in edges
 

@@ -1,5 +1,5 @@
-"""The profiler's share from an overhead.sh sweep (analysis/study/observer.py,
-analysis/study/overhead.py) and the RESULTS part `gapscope study --part observer` rewrites; built
+"""The profiler's share from an overhead.sh sweep (study/observer.py,
+study/overhead.py) and the RESULTS part `python -m study --part observer` rewrites; built
 from the bundled captures with hand-made untraced files whose medians are worked out below."""
 
 import json
@@ -10,9 +10,9 @@ import golden
 import pytest
 from click.testing import CliRunner
 
-from analysis.cli.study import study as main
-from analysis.study import observer, overhead
-from analysis.study.results import PART_END, PART_START
+from study import observer, overhead
+from study.cli import study as main
+from study.results import PART_END, PART_START
 
 RUNS = Path(__file__).parent / "data" / "runs"
 

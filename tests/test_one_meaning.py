@@ -7,7 +7,7 @@ import pandas as pd
 from analysis.measures.stats import median, p90
 from analysis.render.markdown import frame_md_table, md_table
 from analysis.render.text import ms_from_ns, us_from_ns
-from analysis.study.text import fmt_ms
+from study.text import fmt_ms
 
 
 def test_the_median_skips_what_is_missing_and_averages_an_even_count():

@@ -19,7 +19,7 @@ from analysis.measures.gpu_metrics import with_step_metrics
 from analysis.measures.summary import with_idle_by_step
 from analysis.readers import load_trace
 from analysis.store import db
-from analysis.study import overhead
+from study import overhead
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -148,7 +148,7 @@ def test_every_nsys_call_in_the_library_has_a_timeout():
     import ast
 
     for path in [*(ROOT / "analysis" / "capture").glob("*.py"),
-                 ROOT / "analysis" / "study" / "benchmark.py"]:
+                 ROOT / "study" / "benchmark.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess"

@@ -6,7 +6,7 @@ import shutil
 import golden
 from click.testing import CliRunner
 
-from analysis.cli.study import study as main
+from study.cli import study as main
 
 CONFIG = {"model": "gpt2", "dtype": "fp32", "batch": 32, "new_tokens": 100}
 
@@ -122,7 +122,7 @@ def test_the_profilers_share_and_the_untraced_cost_of_the_sync_from_the_twins(tm
 
 
 def test_the_header_names_the_family_the_ladder_ran(tmp_path):
-    from analysis.study.results import model_description
+    from study.results import model_description
 
     (tmp_path / "bench-ladder.json").write_text(json.dumps({"model": {
         "architecture": "llama", "size": "small", "parameters": 125_000_000, "layers": 12,
@@ -134,7 +134,7 @@ def test_the_header_names_the_family_the_ladder_ran(tmp_path):
 
 
 def test_benches_across_processes_become_a_table_with_their_cis(tmp_path):
-    from analysis.study.benches import processes_tables
+    from study.benches import processes_tables
 
     (tmp_path / "processes-eager.json").write_text(json.dumps({
         "processes": 5, "aa": False,

@@ -1,4 +1,4 @@
-"""Study part `family` (analysis/study/family.py): the ladder of another model family at
+"""Study part `family` (study/family.py): the ladder of another model family at
 several batches, from hand-made benches and from the real Llama run of docs/llama-20261201."""
 
 import json
@@ -9,8 +9,8 @@ import golden
 import pandas as pd
 from click.testing import CliRunner
 
-from analysis.cli.study import study as main
-from analysis.study.family import (
+from study.cli import study as main
+from study.family import (
     family_findings,
     ladder_benches,
     ladder_table,

@@ -1,9 +1,9 @@
-"""Study part `loop` (analysis/study/loop.py) on bench files written by hand: medians over
+"""Study part `loop` (study/loop.py) on bench files written by hand: medians over
 processes, the twin's period and bubble, the sync's cost with the loop on the GPU."""
 
 import json
 
-from analysis.study.loop import bubble_table, by_variant, runs, twin_medians
+from study.loop import bubble_table, by_variant, runs, twin_medians
 
 
 def bench(path, batch: int, process: int, ms: dict) -> None:

@@ -1,18 +1,20 @@
-"""The published study is what `gapscope study` makes of the committed runs (issues 19, 31):
+"""The published study is what `python -m study` makes of the committed runs (issues 19, 31):
 docs/RESULTS.md and every generated block of README.md and docs/*.md are made again here from
 docs/*/ and tests/data/runs, any difference fails, and so does a figure outside a block."""
 
 import difflib
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from analysis.cli.study import study as main
-from analysis.study.publish import GEN_END, documents, gen_start, put_generated
-from analysis.study.publish import main as publish_main
-from analysis.study.text import pct_span, span, verdict, wrap
+from study.blocks import document_paths, record_paths
+from study.cli import study as main
+from study.publish import GEN_END, documents, gen_start, put_generated
+from study.publish import main as publish_main
+from study.text import pct_span, span, verdict, wrap
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,18 +26,25 @@ def first_difference(path: Path, want: str, have: str) -> str:
 
 
 def test_publish_check_passes_on_readme_and_every_doc(monkeypatch, capsys):
-    # `python -m analysis.study.publish --check`, in this process: every generated block of
+    # `python -m study.publish --check`, in this process: every generated block of
     # README.md and docs/*.md (and RESULTS.md whole) is what the committed data make, byte for
     # byte, and no figure stands outside a block (issue 31).
     monkeypatch.chdir(ROOT)
     if publish_main(["--check"]) == 0:
-        assert "every figure in a generated block" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "each in a generated block or a listed constant" in err
+        # it names every document it read, with the figures it checked there, and each record
+        for path in document_paths(ROOT):
+            assert re.search(rf"^gapscope: read {re.escape(str(path))}: \d+ figures", err, re.M), \
+                path
+        for path in record_paths(ROOT):
+            assert f"gapscope: read {path}: a record" in err
         return
     err = capsys.readouterr().err
     for path, text in documents(Path("."), None).items():
         committed = (ROOT / path).read_text()
         assert committed == text, (
-            f"{path} is not what the committed data make (python -m analysis.study.publish "
+            f"{path} is not what the committed data make (python -m study.publish "
             f"writes it):\n{first_difference(path, text, committed)}")
     pytest.fail(err)
 

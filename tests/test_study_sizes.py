@@ -1,4 +1,4 @@
-"""Study part `sizes` (analysis/study/sizes.py): the ladder side by side at several model sizes,
+"""Study part `sizes` (study/sizes.py): the ladder side by side at several model sizes,
 on the real Llama run of docs/llama-20261201 standing in (its batch-1 bench and graph-level
 graphed-sync capture as the small size, its batch-32 bench relabelled as an 8B one)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 from click.testing import CliRunner
 
-from analysis.cli.study import study as main
-from analysis.study.sizes import ladder_table, size_benches, sizes_findings, sync_rows
+from study.cli import study as main
+from study.sizes import ladder_table, size_benches, sizes_findings, sync_rows
 
 LLAMA = Path(__file__).parent.parent / "docs" / "llama-20261201"
 

@@ -1,6 +1,6 @@
-"""`pip install .` gives a working gapscope: the wheel holds every sub-package, installs into a
-fresh venv, and its CLI and library work from another directory, even with a user's own
-`analysis/` and `harness/` packages first on the path."""
+"""`pip install .` gives a working gapscope: the wheel holds every sub-package of the library (and
+not the project's own study), installs into a fresh venv, and its CLI and library work from
+another directory, even with a user's own `analysis/` and `harness/` packages first on the path."""
 
 import os
 import shutil
@@ -61,13 +61,14 @@ def test_the_wheel_holds_every_package_under_its_own_name(installed):
     packages = sorted({n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")})
     assert packages == ["gapscope/analysis", "gapscope/analysis/capture", "gapscope/analysis/cli",
                         "gapscope/analysis/measures", "gapscope/analysis/readers",
-                        "gapscope/analysis/render", "gapscope/analysis/store",
-                        "gapscope/analysis/study", "gapscope/harness",
+                        "gapscope/analysis/render", "gapscope/analysis/store", "gapscope/harness",
                         # package data: the hook's own package, imported as gapscope_hook
                         "gapscope/harness/inject/gapscope_hook"]
     assert "gapscope/harness/inject/sitecustomize.py" in names
     assert "gapscope/harness/inject/gapscope_hook/start.py" in names
     assert not [n for n in names if n.startswith(("analysis/", "harness/", "tests/"))]
+    # the project's own study (study/) stays in the source tree: the library ships without it
+    assert not [n for n in names if "study" in n.split("/")]
 
 
 def test_the_installed_cli_analyses_a_capture_from_another_directory(installed, tmp_path):

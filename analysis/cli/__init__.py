@@ -2,7 +2,7 @@
 
 Each command opens, compares or stores through the library (analysis.open, analysis.compare,
 analysis.Database) and adds its options and its printing: analyze.py (analyze, ranges),
-compare.py, report.py, db.py (db add, --db), profile.py, study.py and
+compare.py, report.py, db.py (db add, --db), profile.py and
 analysis.capture.doctor, each imported when it runs (LAZY_COMMANDS): `gapscope --help` and
 `--version` answer without pandas.
 """
@@ -15,7 +15,7 @@ __all__ = ["GapscopeError", "main", "split_pattern", "step_notes"]
 
 # Every command is imported when it runs, not to be listed: name -> (module:attribute, the first
 # sentence of its help, which `gapscope --help` lists; tests/test_startup.py holds the two
-# alike). The analysis needs no harness (doctor), nsys (profile) or study code to run, and
+# alike). The analysis needs no harness (doctor) or nsys (profile) to run, and
 # `gapscope --help` imports no pandas.
 LAZY_COMMANDS = {
     "analyze": ("analysis.cli.analyze:analyze",
@@ -43,9 +43,6 @@ LAZY_COMMANDS = {
                "Write a Markdown report with plots for TRACES (exports or run dirs) into DIR: "
                "compare's tables (the hardware one too, for runs with GPU metrics), then each "
                "run's tables and figure."),
-    "study": ("analysis.cli.study:study",
-              "Write RESULTS.md and its plots from STUDY, a directory made by scripts/study.sh, "
-              "or any directory of run directories (every run under it, analysed in parallel)."),
 }
 
 

@@ -29,7 +29,7 @@ def plot_bubbles(path, sweep, batch: int) -> None:
 
 def bubbles_figure(sweep, batch: int) -> Figure:
     """Grouped bars: each variant's median inter-step bubble at one batch, as a node-level
-    capture, a graph-level capture and the untraced twin saw it (analysis.study.observer.sweep)."""
+    capture, a graph-level capture and the untraced twin saw it (study.observer.sweep)."""
     rows = sweep[sweep["batch"] == batch].reset_index(drop=True)
     x = np.arange(len(rows))
     width = 0.27
