@@ -1,6 +1,17 @@
 """The constants docs/ANALYSIS.md holds outside its generated blocks (doc_constants.py)."""
 
-from .const_kinds import COMMAND, CONTRACT, DESIGN, EXAMPLE, FORMULA, MATH, OPTION, TOOL, pinned
+from .const_kinds import (
+    COMMAND,
+    CONTRACT,
+    DESIGN,
+    EXAMPLE,
+    FORMULA,
+    MATH,
+    OPTION,
+    TOOL,
+    VERSION,
+    pinned,
+)
 
 TEXT = pinned("analysis/render/text.py", "TEXT_WIDTH = 100")
 KINETO_TEST = "tests/test_analysis_kineto.py"
@@ -34,7 +45,9 @@ CONSTANTS = {
         ("30 µs), other 0", EXAMPLE + " (tests/test_analysis_kineto.py)"),
         ("every op shrinks by up to 2 µs and", MATH + " (HTA's rounding of a start and an end)"),
         ("float64's 0.25 µs step", MATH + ": float64's resolution at 16 digits of µs"),
-        ("steps 0, 1, ... in", FORMULA),
+        ("steps 1, 2, ... in", FORMULA),
+        ("calling back up at most three times", DESIGN),
+        ("used Debian's nsys 2024.2", VERSION),
         ("from three up or `two`", DESIGN + ": study/figures.py's rule",
          pinned("study/figures.py", 'WORDS = ("three|four')),
         ("the exit statuses 0, 1 and 2", CONTRACT, pinned("study/figures.py",

@@ -84,7 +84,7 @@ def runs_table(root: Path) -> str:
             "kernels (op records) a step": f"{kernels_per_step(a):.0f} "
                                            f"({a.steps['op_records'].median():.0f})",
             "streams": str(s["streams"]),
-            "GPU busy": f"{s['gpu_util'] * 100:.1f}%",
+            "GPU busy": f"{s['busy_share_of_window'] * 100:.1f}%",
             "sync idle ms, window": f"{sync:.2f}",
             "what it shows": SHOWS[name]})
     return frame_md_table(pd.DataFrame(rows))

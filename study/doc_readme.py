@@ -158,7 +158,7 @@ FIRST_SCREEN_LINES = 10
 def first_screen(root: Path) -> str:
     """README's opening block: `gapscope analyze` of a bundled capture and its summary lines, as
     the command prints them."""
-    from ..api import load
+    from analysis import load
 
     text = load(root / FIRST_SCREEN_RUN).to_text()
     lines = text.splitlines()[:FIRST_SCREEN_LINES]

@@ -41,12 +41,26 @@ def twin_runs(info: dict) -> str:
     return str(twin.get("runs")) if twin.get("written") else f"none ({twin.get('why', 'none')})"
 
 
+def shown(word: str, root: Path) -> str:
+    """A word of a recorded command as a clone can read it: a path inside the repository from
+    its root, any other absolute path by its file name (the machine's own folders are no path a
+    clone has)."""
+    if not word.startswith("/"):
+        return word
+    path = Path(word)
+    try:
+        return str(path.relative_to(root.resolve()))
+    except ValueError:
+        return f"…/{path.name}"
+
+
 def programs_table(root: Path, where: str) -> str:
     rows = []
     for d in run_dirs_in(root, where):
         info = json.loads((d / "run.json").read_text())
         command = info.get("command")
-        command = " ".join(command) if isinstance(command, list) else str(command or "–")
+        command = " ".join(shown(c, root) for c in command) if isinstance(
+            command, list) else str(command or "–")
         rows.append({"run directory": f"`{d.relative_to(root / where)}`",
                      "program": f"`{command}`",
                      "twin runs": twin_runs(info),

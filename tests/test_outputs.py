@@ -217,13 +217,18 @@ def test_a_report_md_of_someone_else_is_replaced_with_force_and_its_figures_kept
 
 
 def test_study_replaces_an_earlier_results_md_only_with_force(tmp_path):
+    from study.cli import study as study_command
+
+    def run_study(*args):
+        return CliRunner().invoke(study_command, [str(a) for a in args])
+
     study, out = tmp_path / "study", tmp_path / "out"
     study.mkdir()
     out.mkdir()
     (out / "RESULTS.md").write_text("mine\n")
-    refused(run("study", study, "-o", out), f"-o {out / 'RESULTS.md'}: exists; --force replaces it")
+    refused(run_study(study, "-o", out), f"-o {out / 'RESULTS.md'}: exists; --force replaces it")
     assert (out / "RESULTS.md").read_text() == "mine\n"
     fifo = tmp_path / "notes.md"
     os.mkfifo(fifo)
-    refused(run("study", study, "-o", tmp_path / "new", "--notes", fifo),
+    refused(run_study(study, "-o", tmp_path / "new", "--notes", fifo),
             f"{fifo}: a FIFO, not a Markdown file of notes")

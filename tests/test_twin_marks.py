@@ -186,8 +186,8 @@ def test_steps_cut_after_either_of_two_syncs_run_once_a_step_are_keyed_on_both(t
     starts = [1030, 1130, 1300, 1400, 1500]
     steps = pd.DataFrame({"start": starts, "end": [1130, 1230, 1400, 1500, 1600]})
     assert thread_keys(trace, tid, steps) == ((b, a), None)
-    number, follows, count = boundaries(trace, tid, steps, a)
+    number, follows, count = boundaries(trace, tid, steps, a, only_cut_after=True)
     assert (list(number), list(follows), count) == ([1, 2, -1, -1, -1], [True] + [False] * 4, 6)
-    number, follows, count = boundaries(trace, tid, steps, b)
+    number, follows, count = boundaries(trace, tid, steps, b, only_cut_after=True)
     assert (list(number), list(follows), count) == ([-1, -1, 3, 4, 5], [False, False, True, True,
                                                                         False], 6)

@@ -92,11 +92,13 @@ def thread_keys(trace, tid: int, steps: pd.DataFrame, how: str = "") -> tuple:
                 "the twin has no line to mark")
 
 
-def boundaries(trace, tid: int, steps: pd.DataFrame, key: str) -> tuple:
+def boundaries(trace, tid: int, steps: pd.DataFrame, key: str, only_cut_after: bool = False
+               ) -> tuple:
     """(each step's boundary, 1-based, -1 where its start is no boundary of the key; whether the
     next step of the thread starts at the next boundary where this one ends; the thread's
-    boundaries in the capture). `steps`: one thread's, start and end, sorted by start. A line
-    key's steps are those cut after that line's sync."""
+    boundaries in the capture). `steps`: one thread's, start and end, sorted by start.
+    `only_cut_after` (a thread of several line keys): a line key's steps are only those cut
+    after that line's sync, the others are another key's."""
     start, end = steps["start"].to_numpy(), steps["end"].to_numpy()
     if key == GRAPH:
         marks = _graph_starts(trace, tid)
@@ -108,7 +110,8 @@ def boundaries(trace, tid: int, steps: pd.DataFrame, key: str) -> tuple:
         marks = calls.loc[calls["where"].to_numpy() == key, "start"].to_numpy()
         # The step starts at the first launch after its boundary's sync.
         number = np.searchsorted(marks, start, side="left")
-        number = np.where((number >= 1) & (_step_lines(calls, start)[1] == key), number, -1)
+        mine = _step_lines(calls, start)[1] == key if only_cut_after else True
+        number = np.where((number >= 1) & mine, number, -1)
     follows = np.zeros(len(start), dtype=bool)
     follows[:-1] = ((number[1:] == number[:-1] + 1) & (number[:-1] > 0)
                     & (start[1:] == end[:-1]))
@@ -150,7 +153,7 @@ def marked_twin(u, a, trace):
                                "end": mine["cpu_end_ns"].to_numpy()})
         keys, _ = thread_keys(trace, tids[label], ranges, how)
         for key in keys:
-            number, follows, count = boundaries(trace, tids[label], ranges, key)
+            number, follows, count = boundaries(trace, tids[label], ranges, key, len(keys) > 1)
             traced_step = dict(zip(number[follows].tolist(),
                                    mine["step"].to_numpy()[follows].tolist(), strict=True))
             runs = steps[(steps["key"] == key) & (steps["thread_order"] == order)
