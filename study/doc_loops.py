@@ -50,12 +50,14 @@ def loops_1204(root: Path) -> str:
             "named code": f"{s['host']['named_share']:.1%}",
             "own functions named": f"{own.get('functions', 0)} + {own.get('main_functions', 0)} "
                                    "of `__main__`",
+            "named calls a step": f"{sum(r['calls'] for r in s['host']['rows']):.0f}",
             "tokens a step": "–" if tokens is None else f"{tokens:.2f}",
         })
     return ("Each run directory's own records (run.json, the report's summary.json): the steps "
             "and the function they are the calls of, the traced and untraced GPU period "
             "(medians), the twin's runs that timed the steps, the host table's named share, what "
-            "the hook named of the program's own code.\n\n" + frame_md_table(pd.DataFrame(rows)))
+            "the hook named of the program's own code and its calls a step (the host table's "
+            "means: each a range traced, a timed call in the twin's host-timed run).\n\n" + frame_md_table(pd.DataFrame(rows)))
 
 
 def hook_cost_1204(root: Path) -> str:
