@@ -12,8 +12,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export GPT_FAST=$PWD/.carry/ext/gpt-fast NANOGPT=$PWD/.carry/ext/nanoGPT PROGRAM_TIMEOUT=${PROGRAM_TIMEOUT:-240}
 mkdir -p "$out"
 python3 -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__, torch.cuda.get_device_name())' >"$out/versions.txt" 2>&1
-a=${BATCH_A:-gptfast-compiled assisted}
-b=${BATCH_B:-gptfast-eager nanogpt main-loop main-loop-compiled}
+a=${BATCH_A-gptfast-compiled assisted}
+b=${BATCH_B-gptfast-eager nanogpt main-loop main-loop-compiled}
 # shellcheck disable=SC2086
 bash scripts/user-programs.sh "$out/a" $a >"$out/a.log" 2>&1 &
 # shellcheck disable=SC2086
