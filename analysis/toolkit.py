@@ -22,6 +22,7 @@ NAMES = {
     "load_trace": "analysis.readers:load_trace",
     "trace_in": "analysis.readers.runs:trace_in",
     "TRACE_NAMES": "analysis.readers.runs:TRACE_NAMES",
+    "plain": "analysis.readers.compressed:plain",
     "read_untraced_steps": "analysis.readers.untraced:read_untraced_steps",
     "read_full_names": "analysis.readers.nsys:read_full_names",
     "run_dirs": "analysis.sweep:run_dirs",

@@ -1,6 +1,6 @@
 """The nsys capture and the torch.profiler twin of one run, step by step (issue 13's cross-check).
 
-    python -m scripts.kineto_crosscheck RUN_DIR            # RUN/capture.sqlite, RUN/kineto.json.gz
+    python -m scripts.kineto_crosscheck RUN_DIR            # RUN/capture.sqlite[.xz], kineto.json.gz
     python -m scripts.kineto_crosscheck NSYS.sqlite KINETO.json.gz [--busy-tolerance 0.05]
 
 Prints, per step present in both, ops and op records (equal when both saw the same launches),
@@ -16,14 +16,14 @@ from pathlib import Path
 from analysis.errors import TraceError
 from analysis.measures.summary import analyze
 from analysis.readers import load_trace
-from analysis.readers.runs import KINETO_NAMES, TRACE_NAME
+from analysis.readers.runs import KINETO_NAMES, TRACE_NAME, trace_in
 
 
 def pair(args: list) -> tuple:
     if len(args) == 1:
         run = Path(args[0])
         kineto = next((run / n for n in KINETO_NAMES if (run / n).is_file()), run / KINETO_NAMES[0])
-        return run / TRACE_NAME, kineto
+        return trace_in(run) or run / TRACE_NAME, kineto
     if len(args) == 2:
         return Path(args[0]), Path(args[1])
     raise TraceError("give a run directory, or an nsys export and a torch.profiler trace")

@@ -43,9 +43,10 @@ from pathlib import Path
 
 import click
 
-from analysis.toolkit import EXPORT_TIMEOUT_S, median
+from analysis.toolkit import EXPORT_TIMEOUT_S, median, plain
 
-DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "tests/data/h200-eager-static-bs16.sqlite"
+DEFAULT_SOURCE = (Path(__file__).resolve().parents[1]
+                  / "tests/data/h200-eager-static-bs16.sqlite.xz")
 SHIFTED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
            "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS")
 STEP_PREFIX = "Step "
@@ -95,8 +96,8 @@ def remove_steps(trace: Path, out: Path) -> None:
 def build(source: Path, copies: int, out: Path, repeat_names: bool = False) -> int:
     """Writes the tiled trace; returns its number of GPU ops. With `repeat_names`, every tile
     keeps the source's step names (Step 31..50 again and again, as in a capture of several
-    `generate()` calls) instead of numbering on."""
-    shutil.copyfile(source, out)
+    `generate()` calls) instead of numbering on. The source may be stored compressed."""
+    shutil.copyfile(plain(source), out)
     con = sqlite3.connect(out)
     t0, t1, max_corr = con.execute(SPAN_SQL).fetchone()
     dt, dc = (t1 - t0) + 1_000_000, max_corr + 1

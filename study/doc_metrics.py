@@ -7,8 +7,9 @@ from pathlib import Path
 
 from .text import listing, pct, span
 
-REFERENCE = ("tests/data/h200-eager-static-bs16.sqlite",
-             "tests/data/h200-eager-pipelined-seed-bs16.sqlite")
+# Stored xz'd (tests/data/README.md); each row named by the export's stem.
+REFERENCE = ("tests/data/h200-eager-static-bs16.sqlite.xz",
+             "tests/data/h200-eager-pipelined-seed-bs16.sqlite.xz")
 LLAMA_RUN = "docs/llama-20261201/capture/20261201T095945Z-static-b32/run.json"
 
 
@@ -23,15 +24,16 @@ def reference_block(root: Path) -> str:
     found = []
     for path in REFERENCE:
         (a,) = analyze(load_trace(root / path))
+        name = Path(path).name.removesuffix(".sqlite.xz")
         s = a.summary
         c, ledger = s["idle_ns_by_cause"], s["idle_ledger"]
-        lines.append(f"| {Path(path).stem} | {s['steps']} | {s['window_ns']} | {s['busy_ns']} | "
+        lines.append(f"| {name} | {s['steps']} | {s['window_ns']} | {s['busy_ns']} | "
                      f"{int(s['bubble_ns_median'])} | {c['sync']} / {c['host']} / {c['queued']} | "
                      f"{ledger['blocked']} / {ledger['pre_launch']} / {ledger['in_launch']} | "
                      f"{s['gaps']} |")
         ops = a.ops[a.ops["step"] >= 0]
         kernels = (ops["kind"] == "kernel").groupby(ops["step"]).sum().median()
-        found.append((Path(path).stem, s, kernels))
+        found.append((name, s, kernels))
     static = next(s for name, s, _ in found if "static" in name)
     text = (f"What these say (traced): on an H200 in eager mode the GPU is busy "
             f"{span([s['busy_share_of_window'] * 100 for _, s, _ in found], '.0f', '%')} of the "

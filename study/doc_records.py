@@ -42,16 +42,18 @@ def twin_runs(info: dict) -> str:
 
 
 def shown(word: str, root: Path) -> str:
-    """A word of a recorded command as a clone can read it: a path inside the repository from
-    its root, any other absolute path by its file name (the machine's own folders are no path a
-    clone has)."""
+    """A word of a recorded command as a clone can read it: a path to a file of the repository
+    from its root, any other absolute path by its file name (the machine's own folders, and a
+    scratch folder inside the checkout that recorded it, are no path a clone has; the same
+    wherever the checkout lies)."""
     if not word.startswith("/"):
         return word
     path = Path(word)
     try:
-        return str(path.relative_to(root.resolve()))
+        inside = path.relative_to(root.resolve())
     except ValueError:
         return f"…/{path.name}"
+    return str(inside) if (root / inside).exists() else f"…/{path.name}"
 
 
 def programs_table(root: Path, where: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ROOT / "tests/data/h200-eager-static-bs16.sqlite"
+SMALL = ROOT / "tests/data/h200-eager-static-bs16.sqlite.xz"
 # command name -> (its arguments, the target wall time in seconds)
 COMMANDS = {
     "gapscope --help": (["--help"], 0.3),

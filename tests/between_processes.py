@@ -24,7 +24,7 @@ def committed_spread(nsys=None, kineto=None) -> float:
     import analysis
 
     if nsys is None:
-        (nsys,) = analysis.open(PAIR / "capture.sqlite")
+        (nsys,) = analysis.open(PAIR / "capture.sqlite.xz")
         (kineto,) = analysis.open(PAIR / "kineto.json.gz")
     ratio = kineto.steps["busy_ns"].to_numpy(float) / nsys.steps["busy_ns"].to_numpy(float)
     return float(np.abs(ratio - 1).max())

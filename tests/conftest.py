@@ -1,6 +1,8 @@
 """Shared fixtures. GPU tests (`@pytest.mark.gpu`) are skipped, with a reason, without CUDA."""
 
+import lzma
 import os
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -15,6 +17,21 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 DATA_DIR = Path(__file__).parent / "data"
+# The committed exports are stored xz'd (tests/data/README.md) and read as they are, as gapscope
+# reads them; a test that changes one, or opens it with sqlite3 itself, works on a plain_copy.
+STATIC = DATA_DIR / "h200-eager-static-bs16.sqlite.xz"
+PIPELINED_SEED = DATA_DIR / "h200-eager-pipelined-seed-bs16.sqlite.xz"
+
+
+def plain_copy(src: Path, dst: Path) -> Path:
+    """dst, a copy of the export src as a plain SQLite file (decompressed where src is xz'd):
+    one a test may change; src is only read."""
+    if Path(src).name.endswith(".xz"):
+        with lzma.open(src) as f, open(dst, "wb") as g:
+            shutil.copyfileobj(f, g, 1 << 20)
+    else:
+        shutil.copyfile(src, dst)
+    return Path(dst)
 
 
 def _cuda_available() -> bool:

@@ -34,7 +34,7 @@ GRAPHED = {"steps": 10, "window_ns": 14365177, "busy_ns": 11626106, "idle_ns": 2
 
 
 @pytest.mark.parametrize("path, kw, expected, steps, first_periods, gaps", [
-    (DATA / "h200-eager-static-bs16.sqlite", {}, STATIC, range(31, 51),
+    (DATA / "h200-eager-static-bs16.sqlite.xz", {}, STATIC, range(31, 51),
      [11387654, 8811706, 8713499, 8753467], 7839),
     (DATA / "runs" / "graphed", {"steps": r"^Step (4\d)$"}, GRAPHED, range(40, 50),
      [1433088, 1435647, 1435647, 1439743], 2839),
@@ -47,7 +47,7 @@ def test_the_library_gives_the_traces_numbers(path, kw, expected, steps, first_p
     assert result.steps["period_ns"].iloc[:4].tolist() == first_periods
     assert (len(result.gaps), result.gaps["gap_ns"].sum()) == (gaps, expected["idle_ns"])
     assert result.streams["stream"].tolist() == [7]
-    assert result.run.trace_path.name.endswith(".sqlite")
+    assert result.run.trace_path.name.endswith(".sqlite.xz")
 
 
 def test_bad_input_raises_trace_error_with_the_cli_message(tmp_path):
@@ -103,19 +103,19 @@ def test_the_bench_table_reads_in_100_columns():
 
 def test_a_pattern_in_a_message_is_shown_as_typed_not_doubled():
     with pytest.raises(TraceError) as e:
-        analyze_trace(DATA / "h200-eager-static-bs16.sqlite", steps=r"^Iteration (\d+)$")
+        analyze_trace(DATA / "h200-eager-static-bs16.sqlite.xz", steps=r"^Iteration (\d+)$")
     message = str(e.value)
     assert r"matches the steps pattern (--steps / steps=) '^Iteration (\d+)$'; the ranges" in \
         message
     # Said for a Python caller too: it names the input and the argument, not only the option.
-    assert message.startswith(f"{DATA / 'h200-eager-static-bs16.sqlite'}: ")
+    assert message.startswith(f"{DATA / 'h200-eager-static-bs16.sqlite.xz'}: ")
     assert "pass --steps" not in message
 
 
 def test_errors_name_the_argument_for_python_callers_as_well():
     with pytest.raises(TraceError) as e:
-        analyze_trace(DATA / "h200-eager-static-bs16.sqlite", device=3)
-    assert str(e.value) == (f"{DATA / 'h200-eager-static-bs16.sqlite'}: device 3 (--device / "
+        analyze_trace(DATA / "h200-eager-static-bs16.sqlite.xz", device=3)
+    assert str(e.value) == (f"{DATA / 'h200-eager-static-bs16.sqlite.xz'}: device 3 (--device / "
                             "device=): the steps ran on devices [0]")
     with pytest.raises(TraceError, match=r"the check pattern \(--check / check=\) '\(' is not"):
-        analyze_trace(DATA / "h200-eager-static-bs16.sqlite", check="(")
+        analyze_trace(DATA / "h200-eager-static-bs16.sqlite.xz", check="(")

@@ -12,7 +12,7 @@ import pytest
 from analysis.measures.gaps import LEDGER_COLUMNS
 from analysis.measures.steps import INFER
 from analysis.measures.summary import Options, analyze
-from analysis.readers import load_trace
+from analysis.readers import compressed, load_trace
 
 RUNS = Path(__file__).parent / "data" / "runs"
 EXPECTED = Path(__file__).parent / "data" / "expected" / "runs"
@@ -54,8 +54,8 @@ def nsys_steps(csv: Path) -> pd.DataFrame:
 
 
 def query(name: str, sql: str) -> list:
-    con = sqlite3.connect(f"{(RUNS / name / 'capture.sqlite').resolve().as_uri()}?mode=ro",
-                          uri=True)
+    export = compressed.plain(RUNS / name / "capture.sqlite.xz")
+    con = sqlite3.connect(f"{export.resolve().as_uri()}?mode=ro", uri=True)
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -64,12 +64,13 @@ def query(name: str, sql: str) -> list:
 
 @pytest.fixture(scope="module", params=sorted(FACTS))
 def run(request):
-    path = RUNS / request.param / "capture.sqlite"
+    path = RUNS / request.param / "capture.sqlite.xz"
     before = sha256(path)
     trace = load_trace(path)
     (a,) = analyze(trace)
     assert sha256(path) == before
-    assert not list(path.parent.glob("capture.sqlite-*")), "no -journal/-wal/-shm files"
+    read = compressed.plain(path)  # the decompressed copy SQLite opened
+    assert not list(read.parent.glob(read.name + "-*")), "no -journal/-wal/-shm files"
     return request.param, trace, a
 
 
@@ -171,7 +172,7 @@ SYNC_NS = {
 }
 @pytest.mark.parametrize("name", sorted(SYNC_NS))
 def test_idle_of_cause_sync_only_where_the_host_blocks_before_the_drain(name):
-    (a,) = analyze(load_trace(RUNS / name / "capture.sqlite"))
+    (a,) = analyze(load_trace(RUNS / name / "capture.sqlite.xz"))
     assert a.summary["idle_ns_by_cause"]["sync"] == SYNC_NS[name]
 
 

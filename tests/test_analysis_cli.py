@@ -15,13 +15,13 @@ from pathlib import Path
 import golden
 import pytest
 from click.testing import CliRunner
+from conftest import PIPELINED_SEED as PIPELINED
+from conftest import STATIC, plain_copy
 from synth import causes_trace
 
 from analysis.cli import main
 
 DATA = Path(__file__).parent / "data"
-STATIC = DATA / "h200-eager-static-bs16.sqlite"
-PIPELINED = DATA / "h200-eager-pipelined-seed-bs16.sqlite"
 
 
 def run(*args):
@@ -78,7 +78,7 @@ def test_analyze_csv_and_markdown_give_one_row_a_step():
 
 def test_analyze_run_dir_labels_by_its_name_and_plots(tmp_path):
     (tmp_path / "mine").mkdir()
-    shutil.copy(STATIC, tmp_path / "mine" / "capture.sqlite")
+    plain_copy(STATIC, tmp_path / "mine" / "capture.sqlite")
     (tmp_path / "mine" / "run.json").write_text(json.dumps({"config": {"variant": "static"}}))
     result = run("analyze", tmp_path / "mine", "--plot", tmp_path / "p.png")
     assert result.exit_code == 0, result.output
@@ -90,7 +90,7 @@ def test_compare_marks_noise_and_shows_profiler_overhead(tmp_path):
     for name, src, traced in (("a", STATIC, 8.6), ("b", PIPELINED, None)):
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(src, d / "capture.sqlite")
+        plain_copy(src, d / "capture.sqlite")
         info = {"config": {"variant": name}, "untraced": {"ms_per_step_median": 5.9}}
         if traced:
             info["timing"] = {"ms_per_step": traced}
@@ -105,7 +105,8 @@ def test_compare_marks_noise_and_shows_profiler_overhead(tmp_path):
     period = [c.strip() for c in rows["GPU period ms/step [95% CI]"] if c.strip()]
     assert period[1].endswith(" *") and period[2].endswith(" ~")
     data = json.loads(run("compare", STATIC, PIPELINED, "--format", "json").output)
-    assert [r["label"] for r in data] == [STATIC.stem, PIPELINED.stem]
+    assert [r["label"] for r in data] == ["h200-eager-static-bs16",
+                                          "h200-eager-pipelined-seed-bs16"]
     assert data[1]["period_ns_median_within_noise"] is False
 
 
@@ -161,7 +162,8 @@ def _bad_files(tmp: Path) -> dict:
     con.commit()
     con.close()
     files["truncated"] = tmp / "truncated.sqlite"
-    files["truncated"].write_bytes(STATIC.read_bytes()[: STATIC.stat().st_size // 3])
+    export = lzma.decompress(STATIC.read_bytes())
+    files["truncated"].write_bytes(export[: len(export) // 3])
     for name, table in (("no-nvtx", "NVTX_EVENTS"), ("no-runtime", "CUPTI_ACTIVITY_KIND_RUNTIME")):
         files[name] = causes_trace().write(tmp / f"{name}.sqlite", drop=(table,))
     files["no-kernels"] = causes_trace().write(
@@ -281,7 +283,7 @@ def test_a_run_is_labelled_by_its_own_name_and_its_variant_is_the_configuration(
     assert resolve_run(str(runs / "pipelined-compile")).label == "pipelined-compile"
     assert resolve_run(str(runs / "pipelined-compile")).variant == "pipelined+compile"
     assert resolve_run(str(runs / "compiled")).label == "compiled"
-    assert resolve_run(str(runs / "static" / "capture.sqlite")).label == "static"
+    assert resolve_run(str(runs / "static" / "capture.sqlite.xz")).label == "static"
     assert resolve_run(str(runs / "fused-metrics")).label == "fused-metrics"
     # profile.sh's and gapscope profile's UTC time before the name is no part of the label.
     made = tmp_path / "20261130T171200Z-pipelined"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import plain_copy
 
 from analysis.cli import main
 
@@ -55,7 +56,8 @@ def test_the_database_holds_every_row_the_json_has(two_runs_db):
     s = expected["static"]["summary"]
     assert row[:6] == ("static", 32, "2.11.0+cu130", s["window_ns"],
                        s["idle_ns_by_cause"]["sync"], 5.74724199)
-    assert row[6] == hashlib.sha256((RUNS / "static" / "capture.sqlite").read_bytes()).hexdigest()
+    stored = (RUNS / "static" / "capture.sqlite.xz").read_bytes()  # the file as given, xz'd
+    assert row[6] == hashlib.sha256(stored).hexdigest()
     gaps = query(two_runs_db, "SELECT sum(gap_ns), count(DISTINCT cause) FROM gaps JOIN runs "
                               "USING (run_id, device) WHERE label = 'graphed'")
     assert gaps == [(expected["graphed"]["summary"]["idle_ns"], 1)]
@@ -69,7 +71,7 @@ def test_adding_a_run_again_replaces_it_from_any_path(two_runs_db, tmp_path):
     assert counts(two_runs_db, "run_id") == before
     assert query(two_runs_db, "SELECT count(*) FROM runs") == [(2,)]
     assert query(two_runs_db, "SELECT trace FROM runs WHERE label = 'elsewhere'") == [
-        (str((copy / "capture.sqlite").resolve()),)]
+        (str((copy / "capture.sqlite.xz").resolve()),)]
 
 
 def test_a_key_new_in_a_later_run_becomes_a_column(two_runs_db, tmp_path):
@@ -104,7 +106,7 @@ def test_compare_db_errors_are_one_line(two_runs_db, args, message):
 
 def test_a_sqlite_file_that_is_no_results_database_is_one_line(tmp_path):
     other = tmp_path / "export.sqlite"
-    shutil.copyfile(RUNS / "static" / "capture.sqlite", other)
+    plain_copy(RUNS / "static" / "capture.sqlite.xz", other)
     result = run("compare", "--db", other)
     assert result.exit_code == 2
     assert result.output == (f"gapscope: error: {other}: not a gapscope results database (no "
@@ -192,14 +194,14 @@ def test_the_twin_survives_the_database_and_does_not_hide_the_bench(tmp_path):
     (["--db", "{tmp}/other.sqlite"], "--db {tmp}/other.sqlite: a SQLite file but no gapscope "
                                      "results database (no runs table; an nsys export?): name "
                                      "a new file"),
-    (["--db", str(RUNS / "graphed" / "capture.sqlite")],
-     f"--db {RUNS / 'graphed' / 'capture.sqlite'}: a run directory's own file; name another "
+    (["--db", str(RUNS / "graphed" / "capture.sqlite.xz")],
+     f"--db {RUNS / 'graphed' / 'capture.sqlite.xz'}: a run directory's own file; name another "
      "file"),
 ])
 def test_a_bad_output_is_one_line_before_any_analysis(tmp_path, args, message):
     for name in ("notes.txt", "notes.db"):
         (tmp_path / name).write_text("mine\n")
-    shutil.copy(RUNS / "graphed" / "capture.sqlite", tmp_path / "other.sqlite")
+    plain_copy(RUNS / "graphed" / "capture.sqlite.xz", tmp_path / "other.sqlite")
     before = (tmp_path / "other.sqlite").read_bytes()
     result = run("analyze", RUNS / "static", *(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code == 2

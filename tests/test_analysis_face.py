@@ -127,7 +127,7 @@ def documented_columns() -> dict:
 
 
 def test_help_analysis_documents_the_columns_each_table_has():
-    a = analysis.load(ROOT / "tests" / "data" / "h200-eager-static-bs16.sqlite")
+    a = analysis.load(ROOT / "tests" / "data" / "h200-eager-static-bs16.sqlite.xz")
     documented = documented_columns()
     assert set(documented) == {"steps", "gaps", "streams", "syncs", "pairs", "checks", "ops",
                                "host", "host_steps"}

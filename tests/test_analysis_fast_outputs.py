@@ -18,7 +18,7 @@ from analysis.store import db as db_mod
 from analysis.store import scratch as scratch_mod
 
 DATA = Path(__file__).parent / "data"
-STATIC = DATA / "h200-eager-static-bs16.sqlite"
+STATIC = DATA / "h200-eager-static-bs16.sqlite.xz"
 RUNS = DATA / "runs"
 
 

@@ -122,7 +122,7 @@ def test_metrics_with_a_cuda_trace_average_over_each_steps_gpu_span(tmp_path):
 
 
 def test_a_trace_without_metrics_has_none(data_dir):
-    [a] = analyze(load_trace(data_dir / "h200-eager-static-bs16.sqlite"))
+    [a] = analyze(load_trace(data_dir / "h200-eager-static-bs16.sqlite.xz"))
     assert a.summary["gpu_metrics"] is None and "sm_active_pct" not in a.steps.columns
 
 
@@ -135,7 +135,7 @@ def test_samples_of_another_gpu_are_not_this_ones(tmp_path):
 
 
 def test_the_real_fused_metrics_capture():
-    trace = load_trace(FUSED_METRICS / "capture.sqlite")
+    trace = load_trace(FUSED_METRICS / "capture.sqlite.xz")
     assert trace.ops.empty and not trace.gpu_metrics.empty
     [a] = analyze_metrics(trace)
     m = a.summary["gpu_metrics"]

@@ -142,7 +142,7 @@ def test_graphs_on_two_streams_overlap_like_kernels(tmp_path):
 
 
 def test_a_real_graph_level_capture_reads_its_graph_executions():
-    trace = load_trace(GRAPH_LEVEL_RUN / "capture.sqlite")
+    trace = load_trace(GRAPH_LEVEL_RUN / "capture.sqlite.xz")
     (a,) = analyze(trace)
     s = a.summary
     # graphed-sync at batch 8, window 30:40: one graph replay and the .item() copy a step,

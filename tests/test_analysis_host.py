@@ -4,13 +4,11 @@ and its outputs; then pinned on real H200 captures (tests/data/user/, tests/data
 
 import io
 import json
-import lzma
-import shutil
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import DATA_DIR
+from conftest import DATA_DIR, plain_copy
 from synth import host_trace, syncs_trace
 
 import analysis
@@ -177,10 +175,7 @@ def user(tmp_path_factory):
     out = tmp_path_factory.mktemp("user")
     paths = {}
     for name in ("gen-dynamic-fn", "loop-eager-fn"):
-        path = out / f"{name}.sqlite"
-        with lzma.open(DATA_DIR / "user" / f"{name}.sqlite.xz") as src, open(path, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        paths[name] = path
+        paths[name] = plain_copy(DATA_DIR / "user" / f"{name}.sqlite.xz", out / f"{name}.sqlite")
     return paths
 
 

@@ -5,6 +5,7 @@ a loose steps pattern, what `db add` says, labels without the file's suffixes.""
 import gzip
 import hashlib
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from analysis.readers import compressed, kineto, nsys, reader_for
 from analysis.readers.runs import resolve_run
 
 DATA = Path(__file__).parent / "data"
-STATIC = DATA / "h200-eager-static-bs16.sqlite"
+STATIC = DATA / "h200-eager-static-bs16.sqlite.xz"
 ROOT = DATA.parent.parent
 
 
@@ -39,7 +40,8 @@ def _sha(path: Path) -> str:
 
 
 def _gzip(src: Path, dst: Path) -> Path:
-    with open(src, "rb") as f, gzip.open(dst, "wb") as g:
+    """dst: the xz'd export src, gzipped instead."""
+    with lzma.open(src, "rb") as f, gzip.open(dst, "wb") as g:
         shutil.copyfileobj(f, g)
     return dst
 
@@ -48,12 +50,12 @@ def test_a_gzipped_export_gives_the_numbers_of_the_export_and_stays_as_it_was(tm
                                                                                 monkeypatch):
     gz = _gzip(STATIC, tmp_path / "static.sqlite.gz")
     before = _sha(gz)
+    plain = json.loads(run("analyze", STATIC, "--format", "json").output)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(scratch))
     compressed.release()  # copies made before this test are elsewhere
     assert reader_for(gz) is nsys
-    plain = json.loads(run("analyze", STATIC, "--format", "json").output)
     result = run("analyze", gz, "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["summary"] == plain["summary"]

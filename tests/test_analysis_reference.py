@@ -12,7 +12,7 @@ from synth import Synth
 from analysis.errors import TraceError
 from analysis.measures.gaps import LEDGER_COLUMNS
 from analysis.measures.summary import analyze
-from analysis.readers import load_trace, nsys, nsys_ops
+from analysis.readers import compressed, load_trace, nsys, nsys_ops
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -27,11 +27,12 @@ REFERENCE = {
 
 @pytest.fixture(scope="module", params=sorted(REFERENCE))
 def reference(request):
-    path = DATA_DIR / f"{request.param}.sqlite"
+    path = DATA_DIR / f"{request.param}.sqlite.xz"
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     analyses = analyze(load_trace(path))
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert not list(DATA_DIR.glob(f"{request.param}.sqlite-*")), "no -journal/-wal/-shm files"
+    read = compressed.plain(path)  # the decompressed copy SQLite opened
+    assert not list(read.parent.glob(read.name + "-*")), "no -journal/-wal/-shm files"
     return request.param, analyses
 
 
@@ -92,7 +93,7 @@ def test_ops_per_step_equal_nsys_projection(reference):
 
 
 def test_reading_ops_in_a_second_thread_gives_the_same_trace(monkeypatch):
-    path = DATA_DIR / "h200-eager-pipelined-seed-bs16.sqlite"
+    path = DATA_DIR / "h200-eager-pipelined-seed-bs16.sqlite.xz"
     serial = load_trace(path)
     threaded = load_trace(path, parallel_min_ops=0)
     pd.testing.assert_frame_equal(serial.ops, threaded.ops)

@@ -2,12 +2,13 @@
 set beside the traced capture by analyze, report and compare."""
 
 import json
-import shutil
 from pathlib import Path
 
 import golden
 import pytest
 from click.testing import CliRunner
+from conftest import PIPELINED_SEED as PIPELINED
+from conftest import STATIC, plain_copy
 from synth import causes_trace
 
 from analysis.cli import main
@@ -16,8 +17,6 @@ from analysis.measures.untraced import per_step, untraced_summary
 from analysis.readers.untraced import FORMAT, read_untraced_steps
 
 DATA = Path(__file__).parent / "data"
-STATIC = DATA / "h200-eager-static-bs16.sqlite"
-PIPELINED = DATA / "h200-eager-pipelined-seed-bs16.sqlite"
 
 
 def write_twin(path: Path, runs: list, window=None, **extra) -> Path:
@@ -149,7 +148,7 @@ def test_compare_ranks_by_untraced_and_flags_an_order_the_profiler_flipped(tmp_p
     for name, src, period in (("static", STATIC, 5_000_000), ("pipelined", PIPELINED, 6_000_000)):
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(src, d / "capture.sqlite")
+        plain_copy(src, d / "capture.sqlite")
         (d / "run.json").write_text(json.dumps({"config": {"variant": name}}))
         write_twin(d / "untraced_steps.json", [steady(period, 10_000)], window=[30, 50])
         dirs.append(d)
@@ -180,7 +179,7 @@ def test_compare_without_twins_everywhere_ranks_by_the_bench_or_not_at_all(tmp_p
     for name, src, bench in (("a", STATIC, 5.0), ("b", PIPELINED, 4.0)):
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(src, d / "capture.sqlite")
+        plain_copy(src, d / "capture.sqlite")
         (d / "run.json").write_text(json.dumps({"config": {"variant": name},
                                                 "untraced": {"ms_per_step_median": bench}}))
         dirs.append(d)

@@ -43,7 +43,7 @@ def test_the_json_record_holds_every_figure_the_machine_and_the_load(tmp_path, m
     record = benchmark.measure(benchmark.DEFAULT_SOURCE, 1, True, 1, None, tmp_path,
                                only=("format text", "format json"))
     assert record["format"] == "gapscope-benchmark/1" and record["nsys"] is None
-    assert record["trace"]["source"] == "tests/data/h200-eager-static-bs16.sqlite"
+    assert record["trace"]["source"] == "tests/data/h200-eager-static-bs16.sqlite.xz"
     assert (record["trace"]["copies"], record["trace"]["step_names"]) == (1, "repeated")
     assert record["machine"]["cores"] >= 1 and len(record["load_average"]["start"]) == 3
     assert [{k: c[k] for k in ("name", "wall_s", "cpu_s", "peak_rss_gib", "written_mib", "ratio")}

@@ -212,7 +212,10 @@ def test_the_capture_check_counts_the_ranges_the_reader_reads(tmp_path):
 def test_a_graph_level_capture_counts_its_graph_executions_as_kernels():
     from pathlib import Path
 
+    from analysis.readers import compressed
+
     run = Path(__file__).parent / "data" / "runs" / "graphed-sync-graphlevel"
-    c = capture.capture_contents(run / "capture.sqlite", r"^Step (\d+)$")
+    export = compressed.plain(run / "capture.sqlite.xz")  # stored xz'd; nsys writes it plain
+    c = capture.capture_contents(export, r"^Step (\d+)$")
     # No kernel rows at all: the 10 graph replays are what the capture holds (lib.sh agrees).
     assert (c.steps, c.kernels) == (10, 10)

@@ -14,7 +14,7 @@ from analysis.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-STATIC = DATA / "h200-eager-static-bs16.sqlite"
+STATIC = DATA / "h200-eager-static-bs16.sqlite.xz"
 
 
 def run(*args):
@@ -104,7 +104,7 @@ def test_analyze_with_steps_infer_says_nothing_of_a_pattern_group():
 
 # --- compare ---------------------------------------------------------------------------------
 
-PIPELINED = DATA / "h200-eager-pipelined-seed-bs16.sqlite"
+PIPELINED = DATA / "h200-eager-pipelined-seed-bs16.sqlite.xz"
 
 
 def test_identical_inputs_get_identical_cis_wherever_they_sit(static):

@@ -58,7 +58,7 @@ def test_metrics_only_runs_compare_in_the_hardware_table(tmp_path):
 
 
 def test_a_traced_run_and_a_metrics_run_each_go_where_they_can(tmp_path, data_dir):
-    traced = data_dir / "h200-eager-static-bs16.sqlite"
+    traced = data_dir / "h200-eager-static-bs16.sqlite.xz"
     m = metrics_run(tmp_path, "fused", 180)
     out = json.loads(CliRunner().invoke(main, ["compare", str(traced), str(m), "--format",
                                                "json"]).output)
@@ -97,7 +97,7 @@ def test_the_hardware_plot(tmp_path, data_dir):
     assert out.exit_code == 0, out.output
     # 11 x (0.5 x 2 runs + 1.9) in at 110 dpi: two panels, the legends above them.
     assert golden.png_size(png) == (1210, 319)
-    traced = data_dir / "h200-eager-static-bs16.sqlite"
+    traced = data_dir / "h200-eager-static-bs16.sqlite.xz"
     none = CliRunner().invoke(main, ["compare", str(traced), "--hardware-plot", str(png),
                                      "--force"])
     assert none.exit_code == 2 and "none of these runs sampled GPU metrics" in none.output

@@ -12,7 +12,7 @@ from analysis.readers import load_trace
 from analysis.readers.nsys import read_full_names
 from analysis.readers.trace import KERNEL, MEMCPY
 
-GRAPHED = Path(__file__).parent / "data" / "runs" / "graphed" / "capture.sqlite"
+GRAPHED = Path(__file__).parent / "data" / "runs" / "graphed" / "capture.sqlite.xz"
 
 # Inductor names a fused kernel after the ATen ops it took pointwise parts from: the bias add of
 # an `addmm`, the mask built for SDPA, an in-place op's write-back (`copy_`). The matmuls and the

@@ -14,7 +14,7 @@ PAIR = Path(__file__).parent / "data" / "runs" / "static-kineto"
 
 @functools.cache
 def analyses():
-    (nsys,) = analysis.open(PAIR / "capture.sqlite")
+    (nsys,) = analysis.open(PAIR / "capture.sqlite.xz")
     (kineto,) = analysis.open(PAIR / "kineto.json.gz")
     return nsys, kineto, nsys.source, kineto.source, kineto.run
 
@@ -54,7 +54,7 @@ def test_an_nsys_capture_and_its_torch_profiler_twin_are_not_two_runs_of_one_con
 
     from analysis.cli import main
 
-    out = CliRunner().invoke(main, ["compare", str(PAIR / "capture.sqlite"),
+    out = CliRunner().invoke(main, ["compare", str(PAIR / "capture.sqlite.xz"),
                                     str(PAIR / "kineto.json.gz")]).output
     assert "Between runs" not in out
     assert "static-kineto (kineto)" in out

@@ -30,7 +30,7 @@ def bench(path: Path, variant: str, ms: float) -> None:
 
 def capture(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True)
-    for name in ("capture.sqlite", "run.json"):
+    for name in ("capture.sqlite.xz", "run.json"):
         shutil.copy(src / name, dst / name)
 
 

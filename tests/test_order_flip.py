@@ -2,10 +2,10 @@
 and the untraced one are each outside their noise, else a `within noise:` line."""
 
 import json
-import shutil
 
 import pandas as pd
 from click.testing import CliRunner
+from conftest import plain_copy
 from test_analysis_untraced import PIPELINED, STATIC, steady, write_twin
 
 from analysis.cli import main
@@ -59,7 +59,7 @@ def test_the_bench_figure_is_judged_by_its_processes(tmp_path):
     for name, src, procs in (("static", STATIC, [4.0, 5.5]), ("seed", PIPELINED, [4.5, 6.0])):
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(src, d / "capture.sqlite")
+        plain_copy(src, d / "capture.sqlite")
         (d / "run.json").write_text(json.dumps({"config": {"variant": name}, "untraced": {
             "ms_per_step_median": sum(procs) / 2, "processes_ms_per_step": procs}}))
         dirs.append(d)
@@ -81,7 +81,7 @@ def test_twins_whose_runs_overlap_are_within_noise(tmp_path):
                                ("pipelined", PIPELINED, (6_000_000, 6_200_000))):
         d = tmp_path / name
         d.mkdir()
-        shutil.copy(src, d / "capture.sqlite")
+        plain_copy(src, d / "capture.sqlite")
         (d / "run.json").write_text(json.dumps({"config": {"variant": name}}))
         write_twin(d / "untraced_steps.json", [steady(p, 10_000) for p in periods],
                    window=[30, 50])

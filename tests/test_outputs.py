@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import plain_copy
 
 import analysis
 from analysis.cli import main
@@ -34,9 +35,12 @@ def sha(path: Path) -> str:
 
 @pytest.fixture
 def runs(tmp_path) -> Path:
-    """A run directory and a loose export of it (the graph-level capture: the smallest)."""
+    """A run directory, its export plain as profile writes it, and a loose export of it (the
+    graph-level capture: the smallest)."""
     run_dir = tmp_path / "run"
-    shutil.copytree(RUNS / "graphed-sync-graphlevel", run_dir)
+    shutil.copytree(RUNS / "graphed-sync-graphlevel", run_dir,
+                    ignore=shutil.ignore_patterns("capture.sqlite.xz"))
+    plain_copy(RUNS / "graphed-sync-graphlevel" / "capture.sqlite.xz", run_dir / "capture.sqlite")
     shutil.copy(run_dir / "capture.sqlite", tmp_path / "good.sqlite")
     return tmp_path
 

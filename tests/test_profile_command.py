@@ -17,8 +17,8 @@ import pytest
 from test_scripts import (
     CAPTURE_FLAGS,
     FAKE,
-    FIXTURE,
     export_without,
+    exported_bytes,
     make_env,
     nsys_calls,
     path_without_nsys,
@@ -116,7 +116,7 @@ def test_profile_makes_a_utc_named_run_dir_with_the_capture_log_and_report(profi
     assert RUN_DIR_NAME.match(run.name), run.name
     names = {"capture.nsys-rep", "capture.sqlite", "nsys.log", "run.json", "report.md"}
     assert names <= {p.name for p in run.iterdir()}
-    assert (run / "capture.sqlite").read_bytes() == FIXTURE.read_bytes()
+    assert (run / "capture.sqlite").read_bytes() == exported_bytes()
     # The example ran on the CPU under the stand-in: its line is in the log and on stdout.
     assert "hf_decode: gpt2 " in (run / "nsys.log").read_text()
     assert "hf_decode: gpt2 " in result.stdout

@@ -16,6 +16,7 @@ from pathlib import Path
 import golden
 import pandas as pd
 import pytest
+from conftest import plain_copy
 from synth import causes_trace
 from test_profile_command import NOTHING, inproc, last_line
 from test_scripts import FIXTURE, export_without, nsys_calls, path_without_nsys, run_dirs
@@ -66,8 +67,7 @@ def work(tmp: Path, program: str) -> list:
 def renamed_export(tmp: Path, name: str) -> Path:
     """The bundled capture with each `Step N` range renamed `name`: what nsys's function trace
     writes for the function the loop calls once a step."""
-    db = tmp / "renamed.sqlite"
-    shutil.copyfile(FIXTURE, db)
+    db = plain_copy(FIXTURE, tmp / "renamed.sqlite")
     with sqlite3.connect(db) as con:
         con.execute("UPDATE StringIds SET value = ? WHERE value LIKE 'Step %'", (name,))
     return db

@@ -9,6 +9,7 @@ import atexit
 import gzip
 import hashlib
 import json
+import lzma
 import os
 import re
 import shlex
@@ -23,13 +24,14 @@ from pathlib import Path
 
 import golden
 import pytest
+from conftest import STATIC as FIXTURE
+from conftest import plain_copy
 from synth import causes_trace, metrics_only_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 FAKE_DIR = Path(__file__).resolve().parent / "fake_nsys"
 FAKE = FAKE_DIR / "nsys"
-FIXTURE = Path(__file__).resolve().parent / "data" / "h200-eager-static-bs16.sqlite"
 PY = sys.executable
 # The smallest real harness run: two steps inside the window, a few seconds on a CPU.
 CPU_RUN = ["--model", "tiny", "--batch", "2", "--new-tokens", "8", "--window", "2:4"]
@@ -102,12 +104,16 @@ def last_line(text: str) -> str:
 
 def export_without(tmp: Path, *tables: str) -> Path:
     """The bundled capture with tables gone, as nsys exports them when nothing filled them."""
-    db = tmp / f"without-{'-'.join(tables)}.sqlite"
-    shutil.copyfile(FIXTURE, db)
+    db = plain_copy(FIXTURE, tmp / f"without-{'-'.join(tables)}.sqlite")
     with sqlite3.connect(db) as con:
         for table in tables:
             con.execute(f"DROP TABLE {table}")
     return db
+
+
+def exported_bytes() -> bytes:
+    """What the stand-in nsys's export writes by default: the bundled capture, decompressed."""
+    return lzma.decompress(FIXTURE.read_bytes())
 
 
 def lib_sh(env: dict, script: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -160,7 +166,7 @@ def test_profile_makes_a_utc_named_run_dir_with_every_output(captured):
     names = {"capture.nsys-rep", "capture.sqlite", "nsys.log", "run.json", "untraced.json",
              "untraced_steps.json"}
     assert names <= {p.name for p in run.iterdir()}
-    assert (run / "capture.sqlite").read_bytes() == FIXTURE.read_bytes()
+    assert (run / "capture.sqlite").read_bytes() == exported_bytes()
 
 
 def test_profile_records_nsys_and_untraced_timing_in_run_json(captured):
@@ -559,7 +565,7 @@ def test_export_writes_sqlite_next_to_the_capture_and_never_overwrites(tmp_path)
     env = make_env(tmp_path)
     first = run_script("export.sh", env, str(rep), cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert (rep.parent / "capture.sqlite").read_bytes() == FIXTURE.read_bytes()
+    assert (rep.parent / "capture.sqlite").read_bytes() == exported_bytes()
     again = run_script("export.sh", env, str(rep), cwd=tmp_path)
     assert again.returncode == 2
     assert last_line(again.stderr) == (
@@ -768,8 +774,9 @@ def test_hardware_view_builds_the_results_table_from_metrics_runs(tmp_path):
     # The real metrics capture (fused, batch 32, no CUDA trace, no untraced run) as a run.
     run = tmp_path / "hv" / "runs" / "20261201T000000Z-fused-b32"
     run.mkdir(parents=True)
-    for name in ("capture.sqlite", "run.json"):
-        shutil.copy(ROOT / "tests" / "data" / "runs" / "fused-metrics" / name, run / name)
+    metrics = ROOT / "tests" / "data" / "runs" / "fused-metrics"
+    plain_copy(metrics / "capture.sqlite.xz", run / "capture.sqlite")
+    shutil.copy(metrics / "run.json", run / "run.json")
     env = make_env(tmp_path, HARDWARE_VIEW_DIR=str(tmp_path / "hv"))
     result = run_script("hardware-view.sh", env, "results", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

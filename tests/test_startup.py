@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from analysis.cli import LAZY_COMMANDS, main
 
 ROOT = Path(__file__).resolve().parent.parent
-STATIC = ROOT / "tests/data/h200-eager-static-bs16.sqlite"
+STATIC = ROOT / "tests/data/h200-eager-static-bs16.sqlite.xz"
 
 # One fresh process: what each step has imported by then.
 PROBE = """

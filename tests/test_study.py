@@ -1,10 +1,10 @@
 """RESULTS.md from a study directory: the tables say what the bench files and captures say."""
 
 import json
-import shutil
 
 import golden
 from click.testing import CliRunner
+from conftest import plain_copy
 
 from study.cli import study as main
 
@@ -27,7 +27,7 @@ def test_results_tables_come_from_the_bench_files_and_the_capture(tmp_path, data
     study = tmp_path / "study-x"
     run = study / "capture" / "20261130T000000Z-static"
     run.mkdir(parents=True)
-    shutil.copy(data_dir / "h200-eager-static-bs16.sqlite", run / "capture.sqlite")
+    plain_copy(data_dir / "h200-eager-static-bs16.sqlite.xz", run / "capture.sqlite")
     (run / "run.json").write_text(json.dumps({
         "config": {**CONFIG, "variant": "static", "batch": 16}, "timing": {"ms_per_step": 8.0},
         "untraced": {"ms_per_step_median": 5.0},
@@ -100,7 +100,7 @@ def test_the_profilers_share_and_the_untraced_cost_of_the_sync_from_the_twins(tm
             ("deferred", "h200-eager-pipelined-seed-bs16", 4.0, [twin(7_500_000, 30_000)])):
         run = study / "capture" / f"20261130T000000Z-{variant}"
         run.mkdir(parents=True)
-        shutil.copy(data_dir / f"{trace}.sqlite", run / "capture.sqlite")
+        plain_copy(data_dir / f"{trace}.sqlite.xz", run / "capture.sqlite")
         (run / "run.json").write_text(json.dumps({
             "config": {**CONFIG, "variant": variant, "batch": 16},
             "timing": {"ms_per_step": 8.0}, "untraced": {"ms_per_step_median": bench}}))

@@ -9,7 +9,7 @@ from pathlib import Path
 from study import article
 from study.doc_claims import bench_repeats_by_dir, gelu_counts, mlp_elementwise
 from study.doc_data import run_line, runs_table
-from study.doc_records import ftrace_check, programs_1202, t5_later
+from study.doc_records import ftrace_check, programs_1202, shown, t5_later
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,3 +84,14 @@ def test_the_article_s_figures_come_from_its_committed_file():
     # no module of the study holds one of them as a constant
     for path in (ROOT / "study").glob("*.py"):
         assert not re.search(r"\b0\.116\b|ARTICLE_SPEEDUP|ARTICLE_PINGPONG", path.read_text()), path
+
+
+def test_a_recorded_program_path_reads_the_same_wherever_the_checkout_lies(tmp_path):
+    # docs/user-programs-20261202's t5_gen run recorded /work/main/.wt/unseen/t5_gen.py: a
+    # scratch folder of the checkout that ran it, which a clone (or a worktree) does not have.
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "generate.py").write_text("")
+    assert shown(str(tmp_path / "examples" / "generate.py"), tmp_path) == "examples/generate.py"
+    assert shown(str(tmp_path / ".wt" / "unseen" / "t5_gen.py"), tmp_path) == "…/t5_gen.py"
+    assert shown("/elsewhere/t5_gen.py", tmp_path) == "…/t5_gen.py"
+    assert shown("python3", tmp_path) == "python3"

@@ -9,12 +9,13 @@ import golden
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import plain_copy
 from synth import PID, TID, Synth, causes_trace, global_tid, syncs_trace
 
 from analysis.cli import main
 from analysis.measures.summary import Options, analyze
 from analysis.measures.syncs import COLUMNS, join_marks, outermost, parse_marks
-from analysis.readers import load_trace
+from analysis.readers import compressed, load_trace
 from analysis.render.report import to_markdown, to_text
 
 T = global_tid(PID, TID)
@@ -239,7 +240,7 @@ def test_the_database_has_a_syncs_table_keyed_by_run_and_device(path, tmp_path):
 def test_blocked_time_is_exact_on_a_real_capture(data_dir):
     from analysis.api import load_and_analyse
 
-    _, trace, (a,) = load_and_analyse(data_dir / "h200-eager-static-bs16.sqlite")
+    _, trace, (a,) = load_and_analyse(data_dir / "h200-eager-static-bs16.sqlite.xz")
     (row,) = a.syncs.itertuples(index=False)
     assert (row.call, row.file, row.calls, row.calls_per_step) == (
         "cudaStreamSynchronize", "unknown", 20, 1.0)
@@ -251,7 +252,7 @@ def test_blocked_time_is_exact_on_a_real_capture(data_dir):
 # A real capture (tests/data/README.md, "user/"): transformers' generate() with a static cache,
 # called twice, its forwards function-traced, with the prototype hook's marks
 # `gapscope.sync A | warn-at FILE:LINE`: FILE:LINE is the issuing frame, A a wrong one.
-HOOK = "user/gen-static-hook.sqlite"
+HOOK = "user/gen-static-hook.sqlite.xz"
 FORWARD = r"GPT2LMHeadModel\.forward$"
 STOP_CHECK = "/opt/torch/.venv/lib/python3.12/site-packages/transformers/generation/utils.py"
 # Independently of the join: the stream syncs whose next mark on their thread names the stop
@@ -269,8 +270,7 @@ WHERE n.value LIKE 'cudaStreamSynchronize%' AND (
 def final_format(src, dst) -> None:
     """A copy of the capture whose marks say `gapscope.sync FILE:LINE f` (the final format;
     the prototype's warn-at part names no function, so `f`)."""
-    dst.write_bytes(src.read_bytes())
-    con = sqlite3.connect(dst)
+    con = sqlite3.connect(plain_copy(src, dst))
     rows = con.execute("SELECT e.rowid, s.value FROM NVTX_EVENTS AS e JOIN StringIds AS s "
                        "ON s.id = e.textId WHERE e.eventType = 34").fetchall()
     con.executemany("UPDATE NVTX_EVENTS SET textId = NULL, text = ? WHERE rowid = ?",
@@ -302,7 +302,8 @@ def test_a_real_generate_names_its_stop_check(data_dir, tmp_path):
     top = a.syncs.iloc[0]
     assert (top["call"], top["file"], top["line"]) == ("cudaStreamSynchronize", STOP_CHECK, 383)
     # 100 tokens in each of the two generate() calls, one check a token: 200 forwards.
-    con = sqlite3.connect(f"{(data_dir / HOOK).resolve().as_uri()}?mode=ro", uri=True)
+    export = compressed.plain(data_dir / HOOK)
+    con = sqlite3.connect(f"{export.resolve().as_uri()}?mode=ro", uri=True)
     assert (top["calls"], top["blocked_ns"]) == con.execute(NEXT_MARK_SQL).fetchone() \
         == (200, 42237862)
     assert top["calls_per_step"] == 1.0
