@@ -57,7 +57,8 @@ def loops_1204(root: Path) -> str:
             "and the function they are the calls of, the traced and untraced GPU period "
             "(medians), the twin's runs that timed the steps, the host table's named share, what "
             "the hook named of the program's own code and its calls a step (the host table's "
-            "means: each a range traced, a timed call in the twin's host-timed run).\n\n" + frame_md_table(pd.DataFrame(rows)))
+            "means: each a range traced, a timed call in the twin's host-timed run).\n\n"
+            + frame_md_table(pd.DataFrame(rows)))
 
 
 def hook_cost_1204(root: Path) -> str:
