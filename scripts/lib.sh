@@ -146,7 +146,7 @@ if traced is not None and untraced:
 print(text)' "$@"
 }
 
-report_steps() {  # SUMMARY_JSON: "N steps from SOURCE" of the report's summary.json, else nothing
+report_steps() {  # SUMMARY_JSON: "N steps (SOURCE)" of the report's summary.json, else nothing
   "$PY" -c 'import sys
 from analysis.cli.profile import report_steps
 from pathlib import Path

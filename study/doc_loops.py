@@ -32,6 +32,12 @@ def _ms(ns) -> str:
     return "–" if ns is None else f"{ns / 1e6:.2f}"
 
 
+def _spread(values) -> str:
+    """The lowest and highest of the twin's runs' medians: the spread between processes."""
+    values = [v for v in values or [] if v is not None]
+    return f"{_ms(min(values))}–{_ms(max(values))}" if values else "–"
+
+
 def loops_1204(root: Path) -> str:
     rows = []
     for d in run_dirs_in(root, UP_1204):
@@ -46,6 +52,7 @@ def loops_1204(root: Path) -> str:
             "steps": f"{s['steps']}: calls of `{', '.join(s.get('step_functions') or [])}`",
             "period ms (traced / untraced)": f"{_ms(s['period_ns_median'])} / "
                                              f"{_ms(untraced.get('period_ns_median'))}",
+            "untraced runs' medians ms": _spread(untraced.get("run_period_ns_medians")),
             "twin runs": f"{untraced.get('runs', 0)} ({untraced.get('steps', 0)} steps)",
             "named code": f"{s['host']['named_share']:.1%}",
             "own functions named": f"{own.get('functions', 0)} + {own.get('main_functions', 0)} "
@@ -55,9 +62,10 @@ def loops_1204(root: Path) -> str:
         })
     return ("Each run directory's own records (run.json, the report's summary.json): the steps "
             "and the function they are the calls of, the traced and untraced GPU period "
-            "(medians), the twin's runs that timed the steps, the host table's named share, what "
-            "the hook named of the program's own code and its calls a step (the host table's "
-            "means: each a range traced, a timed call in the twin's host-timed run).\n\n"
+            "(medians; beside it the untraced runs' own, each a process of its own), the twin's "
+            "runs that timed the steps, the host table's named share, what the hook named of the "
+            "program's own code and its calls a step (the host table's means: each a range "
+            "traced, a timed call in the twin's host-timed run).\n\n"
             + frame_md_table(pd.DataFrame(rows)))
 
 

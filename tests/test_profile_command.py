@@ -121,7 +121,7 @@ def test_profile_makes_a_utc_named_run_dir_with_the_capture_log_and_report(profi
     assert "hf_decode: gpt2 " in (run / "nsys.log").read_text()
     assert "hf_decode: gpt2 " in result.stdout
     assert f"{run.name.split('Z-', 1)[1]}: device 0, 20 steps" in result.stdout
-    assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps from NVTX ranges, "
+    assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps (NVTX), "
                                         "6860 kernels captured)")
 
 

@@ -524,5 +524,5 @@ def test_inferred_steps_become_the_calls_of_the_program_own_function_that_runs_o
             "inside)") in result.stderr.splitlines()
     doc = json.loads((run / "untraced_steps.json").read_text())
     assert [(e["twin_run"], e["step"]) for e in doc["runs"]] == [(1, list(range(1, 21)))]
-    assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps from function calls, "
+    assert last_line(result.stderr) == (f"gapscope: done: {run} (20 steps (function), "
                                         "6860 kernels captured)")

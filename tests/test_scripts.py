@@ -193,7 +193,7 @@ def test_profile_logs_the_harness_output_to_nsys_log(captured):
     assert f"Generated:\n    {run}/capture.nsys-rep" in log
     assert f"Generated:\n    {run}/capture.sqlite" in log
     assert "gapscope: using nsys 2025.3.2.0 at" in result.stderr
-    done = rf"^gapscope: done: {re.escape(str(run))} \(20 steps from NVTX ranges, "
+    done = rf"^gapscope: done: {re.escape(str(run))} \(20 steps \(NVTX\), "
     done += r"6860 kernels captured; "
     done += r"traced \d+\.\d\d ms/step, untraced \d+\.\d\d \([+-]\d+% under nsys\)\)$"
     assert re.match(done, last_line(result.stderr)), last_line(result.stderr)

@@ -56,10 +56,9 @@ def summary(record: dict | None) -> dict | None:
 
 def specs_by_range(record: dict) -> dict:
     """The NVTX range each named function opens -> its MODULE:QUALNAME."""
-    out = {f.replace(":", ".", 1): f for f in record["functions"]}
-    if record["main"]["named"]:
-        out |= {f"__main__.{q}": f"__main__:{q}" for q in record["main"]["functions"]}
-    return out
+    specs = [*record["functions"], *(f"__main__:{q}" for q in record["main"]["functions"]
+                                       if record["main"]["named"])]
+    return {sf.parse_spec(spec).range_name: spec for spec in specs}
 
 
 def own_step(sqlite: Path, record: dict | None) -> tuple:
@@ -82,8 +81,3 @@ def own_step(sqlite: Path, record: dict | None) -> tuple:
     row = table[table["name"] == chosen].iloc[0]
     return specs[chosen], (f"{row['calls']} calls for {row['steps']} inferred steps, "
                            f"{row['cover']:.0%} of their launches inside")
-
-
-def step_function(spec: str) -> sf.StepFunction:
-    module, _, qualname = spec.partition(":")
-    return sf.StepFunction(module, qualname)

@@ -163,7 +163,7 @@ def own_step_choice(sqlite: Path, own: dict, inferred: StepChoice) -> StepChoice
     if spec is None:
         note(f"steps inferred from the trace: {why}")
         return inferred
-    function = own_code.step_function(spec)
+    function = sf.parse_spec(spec)
     note(f"steps: the calls of {spec}, the program's own function that runs once a step ({why})")
     return StepChoice(sf.functions_pattern([function]), "function", (spec,))
 

@@ -114,21 +114,18 @@ def steps_said(run: Path, choice, held: dict) -> str:
 
 
 def report_steps(path: Path) -> str | None:
-    """`N steps from SOURCE` of a report's summary.json ({label: {device: summary, "trace"}}:
+    """`N steps (SOURCE)` of a report's summary.json ({label: {device: summary, "trace"}}:
     each device's, where they differ), None where it has none."""
     import json
+
+    from ..render.text import STEPS_FROM_WORD
 
     try:
         summaries = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    said = [f"{s['steps']} steps from {STEPS_WORD.get(s.get('steps_from'), 'NVTX ranges')}"
+    said = [f"{s['steps']} steps ({STEPS_FROM_WORD.get(s.get('steps_from'), 'NVTX')})"
             for devices in (summaries.values() if isinstance(summaries, dict) else ())
             if isinstance(devices, dict)
             for s in devices.values() if isinstance(s, dict) and "steps" in s]
     return ", ".join(dict.fromkeys(said)) or None
-
-
-# summary.steps_from in the last line's words.
-STEPS_WORD = {"nvtx": "NVTX ranges", "function": "function calls", "inferred": "the trace "
-              "(inferred)", "profiler_step": "ProfilerStep ranges"}

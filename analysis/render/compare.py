@@ -10,6 +10,7 @@ import pandas as pd
 from ..measures.compare import untraced_figure
 from ..measures.summary import CAUSES
 from ..render.report import md_table, sync_note
+from ..render.text import STEPS_FROM_WORD
 
 
 def _apart(a, b) -> bool | None:
@@ -126,11 +127,6 @@ def display_rows(table: pd.DataFrame) -> list:
                                     if r["untraced_rank"] is not None else "n/a" for r in rows]),
     ]
     return out + [(name, cells) for name, cells in timing + twin if set(cells) != {"n/a"}]
-
-
-# Where each run's steps came from, in a word (summary.steps_from).
-STEPS_FROM_WORD = {"nvtx": "NVTX", "function": "function", "profiler_step": "ProfilerStep",
-                   "inferred": "inferred"}
 
 
 def _origin_rows(rows: list) -> list:

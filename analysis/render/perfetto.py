@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..measures.gaps import LEDGER_COLUMNS
 from ..measures.host import NOT_CODE, row_name
+from ..render.text import STEPS_FROM_WORD
 
 # chrome://tracing's reserved colours (catapult's color_scheme.js), nearest to the palette's.
 CAUSE_CNAMES = {"sync": "terrible", "host": "thread_state_iowait", "queued":
@@ -137,8 +138,6 @@ class _Writer:
 
 
 # The host's step tracks are named by where the steps came from (summary.steps_from).
-STEPS_WORD = {"nvtx": "NVTX", "function": "function", "profiler_step": "ProfilerStep",
-              "inferred": "inferred"}
 
 
 def _by_thread(steps: pd.DataFrame, always: bool = False) -> list:
@@ -204,7 +203,7 @@ def _host(w: _Writer, pid: int, label: str, a, blocking: pd.DataFrame, origin: i
     steps = a.steps
     cpu = {key: steps[c].to_numpy(np.int64) for key, c in (
         ("step", "step"), ("start_ns", "cpu_start_ns"), ("end_ns", "cpu_end_ns"))}
-    word = STEPS_WORD.get(a.summary.get("steps_from"), "NVTX")
+    word = STEPS_FROM_WORD.get(a.summary.get("steps_from"), "NVTX")
     tid = STEPS_TID
     for thread, rows in _by_thread(steps, always=True):
         tid = w.overlapping(pid, tid, f"{word} steps" + (f": thread {thread}" if thread else ""),

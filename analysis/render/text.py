@@ -51,6 +51,10 @@ STEPS_FROM = {
     "profiler_step": "torch.profiler's ProfilerStep#N ranges (prof.step())",
     "inferred": "inferred from the trace (no step ranges)",
 }
+# Where the steps came from (summary.steps_from), in a word: compare's row, the timeline's
+# track names, gapscope profile's last line.
+STEPS_FROM_WORD = {"nvtx": "NVTX", "function": "function", "profiler_step": "ProfilerStep",
+                   "inferred": "inferred"}
 TEXT_WIDTH = 100
 LABEL_WIDTH = 17  # "  idle by cause  ": where a text line's value starts
 # How the draft's forwards were told from the target's (summary.draft.found_by), in words.

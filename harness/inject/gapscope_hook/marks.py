@@ -4,6 +4,7 @@ the twin times the host table (host_times.py), the same entry points tell its cl
 
 from . import host_times
 from .imports import attribute
+from .recorder import DRAFT
 
 _REC = None  # the process's Recorder, set by start.install
 
@@ -64,9 +65,8 @@ def _host_step_enter(name):
         clock.enter(name)
 
 
-# A step function's call inside the draft's work (speculative.py): not a step, but a row of the
+# A step function's call inside the draft's work (speculative.py) is no step, but a row of the
 # host table of its own, named as the analysis names the draft's forwards (measures/draft.py).
-DRAFT = "draft"
 DRAFT_ROW = "draft: "
 
 
@@ -100,6 +100,26 @@ def _host_step_exit():
         clock.step_end()
 
 
+def step_begin(row: str):
+    """A step function's call begins (its wrapper's, or main_code's for the script's own): the
+    recorder's token; in the twin's host-timed run the step's row opens (the draft's row inside
+    the draft's work)."""
+    token = _enter()
+    if token is DRAFT:
+        _host_draft_enter(row)
+    else:
+        _host_step_enter(row)
+    return token
+
+
+def step_end(token) -> None:
+    if token is DRAFT:
+        _host_draft_exit()
+    else:
+        _host_step_exit()
+        _exit(token)
+
+
 def step_wrapper(fn, name: str | None = None):
     """fn, each call a step (only the outermost one where it nests); `name` (MODULE.QUALNAME)
     its row in the host table."""
@@ -109,19 +129,11 @@ def step_wrapper(fn, name: str | None = None):
 
     @functools.wraps(fn)
     def gapscope_step(*args, **kwargs):
-        token = _enter()
-        if token is DRAFT:
-            _host_draft_enter(row)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _host_draft_exit()
-        _host_step_enter(row)
+        token = step_begin(row)
         try:
             return fn(*args, **kwargs)
         finally:
-            _host_step_exit()
-            _exit(token)
+            step_end(token)
 
     gapscope_step.__gapscope_step__ = True
     gapscope_step.__gapscope_name__ = row

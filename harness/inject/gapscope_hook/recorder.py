@@ -10,6 +10,9 @@ from .notes import say
 from .window import OPEN
 
 FORMAT = "gapscope-untraced-steps/1"
+# function_enter's token for a step function's call inside the draft's work (speculative.py):
+# no step.
+DRAFT = "draft"
 
 
 def default_mark():
@@ -140,8 +143,6 @@ class Recorder:
     def function_enter(self):
         t = self._thread()
         if t.draft:
-            from .marks import DRAFT
-
             return DRAFT
         if t.open:
             t.open += 1
@@ -150,7 +151,7 @@ class Recorder:
 
     def function_exit(self, token) -> None:
         t = self._thread()
-        if isinstance(token, str):  # marks.DRAFT: no step
+        if token is DRAFT:
             return
         if token is None:
             t.open -= 1

@@ -166,19 +166,8 @@ def install_own_code(on, value: str | None, main_steps: list, main_ranges: list,
     elif not twin and (value is not None or main_ranges):
         enter, leave = main_code.lazy_nvtx()
 
-    def step_enter(name):
-        token = marks._enter()
-        if token is not marks.DRAFT:
-            marks._host_step_enter(name)
-        return token
-
-    def step_leave(token):
-        if token is not marks.DRAFT:
-            marks._host_step_exit()
-        marks._exit(token)
-
     only = None if value is not None else frozenset(main_ranges)
-    calls = main_code.MainCalls(enter, leave, step_enter, step_leave, main_steps, only)
+    calls = main_code.MainCalls(enter, leave, marks.step_begin, marks.step_end, main_steps, only)
     why = main_code.watch(calls)
     # Why not (an older Python) goes to the record, which the report says once, not to the
     # program's stderr in every process it starts.
