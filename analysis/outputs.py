@@ -19,6 +19,7 @@ import stat
 from pathlib import Path
 
 from .errors import TraceError
+from .readers.content import readonly_uri
 
 # The formats each output is written in, by the extension of its path (lower case).
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -177,7 +178,7 @@ def check_database(path, what: str, inputs=()) -> Path:
             raise TraceError(f"{what} {path}: not a SQLite file (a results database is one: name "
                              "a new file, or one gapscope wrote)")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(readonly_uri(path), uri=True)
         try:
             tables = {r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}

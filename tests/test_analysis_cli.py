@@ -156,6 +156,10 @@ def _bad_files(tmp: Path) -> dict:
     files["nsys-rep"].write_bytes(b"NVIDIA Tegra Profiler Report 363" + bytes(64))
     files["garbled"] = tmp / "garbled.sqlite"
     files["garbled"].write_bytes(b"SQLite format 3\x00" + os.urandom(4096))
+    # A damaged header that reads as WAL mode (its bytes 18 and 19 are 2, as random bytes are
+    # 1 time in 128): even a read-only connection would leave -wal and -shm files beside it.
+    files["wal-header"] = tmp / "walled.sqlite"
+    files["wal-header"].write_bytes(b"SQLite format 3\x00\x10\x00\x02\x02" + bytes(4076))
     files["other-program"] = tmp / "other.sqlite"
     con = sqlite3.connect(files["other-program"])
     con.execute("CREATE TABLE moz_places (id INTEGER, url TEXT)")
@@ -197,6 +201,7 @@ BAD_MESSAGES = {
                 "export: `nsys export --type sqlite -o {dir}/capture.sqlite "
                 "{dir}/capture.nsys-rep` (`gapscope profile` exports its own)",
     "garbled": "unreadable SQLite",
+    "wal-header": "unreadable SQLite",
     "other-program": "not an Nsight Systems export (no StringIds table)",
     "truncated": "the file is damaged or truncated; export it again",
     # No NVTX at all is no error: the steps are inferred, and this trace has too few launches.

@@ -16,6 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..readers.content import readonly_uri
+
 # Older nsys releases were not checked against these flags and this SQLite schema; 2024.2 (Debian's)
 # has every flag the capture passes. GAPSCOPE_NSYS_MIN lowers the bar at your own risk.
 DEFAULT_MIN_VERSION = "2024.2"
@@ -179,7 +181,7 @@ class Contents:
 
 def range_names(sqlite: Path) -> list[str]:
     """The names of the closed NVTX ranges an export holds (read-only), one per range."""
-    with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as db:
+    with sqlite3.connect(readonly_uri(sqlite), uri=True) as db:
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"NVTX_EVENTS", "StringIds"} <= tables:
             return []
@@ -189,7 +191,7 @@ def range_names(sqlite: Path) -> list[str]:
 def capture_contents(sqlite: Path, step_pattern: str) -> Contents:
     """What an export holds, read-only: enough to say why a capture cannot be analysed."""
     pattern = re.compile(step_pattern)
-    with sqlite3.connect(f"{sqlite.resolve().as_uri()}?mode=ro", uri=True) as db:
+    with sqlite3.connect(readonly_uri(sqlite), uri=True) as db:
         tables = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         names = ([n for (n,) in db.execute(NVTX_NAMES_SQL) if n is not None]
                  if {"NVTX_EVENTS", "StringIds"} <= tables else [])

@@ -1,6 +1,8 @@
 """The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (readers/trace.py).
 
-The file is opened read-only (`mode=ro`): analysing a trace never changes its bytes.
+The file is opened read-only (`mode=ro`; `immutable=1` where its header reads as WAL mode, so
+that no `-wal` or `-shm` file is made beside it: readers/content.py): analysing a trace never
+changes its bytes or its folder.
 Required tables are checked first, with the nsys option that would have recorded them.
 """
 
@@ -13,7 +15,7 @@ import pandas as pd
 
 from ..errors import TraceError
 from ..readers.compressed import plain
-from ..readers.content import head, is_sqlite, not_a_capture
+from ..readers.content import head, is_sqlite, not_a_capture, readonly_uri
 from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
 from ..readers.nsys_ops import (
     OP_TABLES,
@@ -71,7 +73,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def _uri(path: Path) -> str:
     """The read-only URI of the export's plain copy (the file itself where not compressed)."""
-    return f"{plain(path).resolve().as_uri()}?mode=ro"
+    return readonly_uri(plain(path))
 
 
 def _tables(con: sqlite3.Connection) -> set:
