@@ -19,7 +19,6 @@ import stat
 from pathlib import Path
 
 from .errors import TraceError
-from .readers.content import readonly_uri
 
 # The formats each output is written in, by the extension of its path (lower case).
 PLOT_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -190,3 +189,20 @@ def check_database(path, what: str, inputs=()) -> Path:
         raise TraceError(f"{what} {path}: a SQLite file but no gapscope results database (no "
                          "runs table; an nsys export?): name a new file")
     return path
+
+
+# Bytes 18 and 19 of a SQLite header: the write and read versions, 2 in WAL mode.
+WAL_VERSION = 2
+
+
+def readonly_uri(path: Path) -> str:
+    """A read-only URI of a SQLite file that leaves its folder as it is: a file whose header
+    says WAL mode (nsys writes none; a damaged header can read so) is opened immutable, since
+    even a read-only connection makes `-wal` and `-shm` files beside it otherwise."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return uri
+    return uri + "&immutable=1" if WAL_VERSION in header[18:20] else uri

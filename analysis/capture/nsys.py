@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..readers.content import readonly_uri
+from ..outputs import readonly_uri
 
 # Older nsys releases were not checked against these flags and this SQLite schema; 2024.2 (Debian's)
 # has every flag the capture passes. GAPSCOPE_NSYS_MIN lowers the bar at your own risk.
@@ -316,3 +316,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+

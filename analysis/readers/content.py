@@ -61,20 +61,3 @@ def _fix(path: Path) -> str:
     if ".sqlite" in name:
         return "export the .nsys-rep again with `nsys export --type sqlite`"
     return BOTH_FIX
-
-
-# Bytes 18 and 19 of a SQLite header: the write and read versions, 2 in WAL mode.
-WAL_VERSION = 2
-
-
-def readonly_uri(path: Path) -> str:
-    """A read-only URI of a SQLite file that leaves its folder as it is: a file whose header
-    says WAL mode (nsys writes none; a damaged header can read so) is opened immutable, since
-    even a read-only connection makes `-wal` and `-shm` files beside it otherwise."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    try:
-        with open(path, "rb") as f:
-            header = f.read(20)
-    except OSError:
-        return uri
-    return uri + "&immutable=1" if WAL_VERSION in header[18:20] else uri

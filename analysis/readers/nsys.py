@@ -1,7 +1,7 @@
 """The nsys reader: an Nsight Systems SQLite export into the in-memory Trace (readers/trace.py).
 
 The file is opened read-only (`mode=ro`; `immutable=1` where its header reads as WAL mode, so
-that no `-wal` or `-shm` file is made beside it: readers/content.py): analysing a trace never
+that no `-wal` or `-shm` file is made beside it: outputs.py): analysing a trace never
 changes its bytes or its folder.
 Required tables are checked first, with the nsys option that would have recorded them.
 """
@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from ..outputs import readonly_uri
 from ..readers.compressed import plain
-from ..readers.content import head, is_sqlite, not_a_capture, readonly_uri
+from ..readers.content import head, is_sqlite, not_a_capture
 from ..readers.gpu_metrics import has_metrics, read_dram_peaks, read_gpu_metrics
 from ..readers.nsys_ops import (
     OP_TABLES,
