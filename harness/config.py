@@ -8,16 +8,19 @@ from .model import OWN_STEP_FAMILIES, ModelError, model_family
 VARIANT_NAMES = (
     "naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
     "deferred", "check-every-k", "graphed", "graphed-sync", "fused", "nocheck", "while-graph",
-    "while-fused", "hf-generate",
+    "while-fused", "mega", "while-mega", "hf-generate",
 )
 # A dynamic cache changes shape every step (compiling only recompiles); hf-generate compiles its
 # static-cache step by itself.
 NO_COMPILE = ("naive", "kv", "kv-expandable", "hf-generate")
 # One CUDA graph launch decodes every step (harness/while_graph.py): no host steps to window.
-LOOP_VARIANTS = ("while-graph", "while-fused")
-NEEDS_CUDA = ("graphed", "graphed-sync", "fused", *LOOP_VARIANTS)
+LOOP_VARIANTS = ("while-graph", "while-fused", "while-mega")
+NEEDS_CUDA = ("graphed", "graphed-sync", "fused", "mega", *LOOP_VARIANTS)
 # Our fused step in a CUDA graph: --compile does not apply.
-FUSED = ("fused", "while-fused")
+FUSED = ("fused", "while-fused", "mega", "while-mega")
+# The step in one persistent kernel (harness/llama_mega.py): the Llama family's.
+MEGA = ("mega", "while-mega")
+MEGA_FAMILIES = ("llama", "qwen2", "mistral")
 OWN_STEP = NEEDS_CUDA  # our own step (OWN_STEP_FAMILIES): the other variants run any causal LM
 # What our own step lacks for a family it refuses, where one could expect it to run.
 OWN_STEP_LACKS = {"phi": ", whose parallel attention+MLP block, partial rotary and LayerNorm it "
@@ -137,6 +140,9 @@ def validate(cfg: RunConfig) -> RunConfig:
         why = OWN_STEP_LACKS.get(family, "")
         raise ConfigError(f"{v} runs our own step, written for {', '.join(OWN_STEP_FAMILIES)}: "
                           f"--model {cfg.model} is {family}{why} (every other variant runs it)")
+    if v in MEGA and family not in MEGA_FAMILIES:
+        raise ConfigError(f"{v} runs the Llama family's step ({', '.join(MEGA_FAMILIES)}): "
+                          f"--model {cfg.model} is {family}")
     _check_choice("--dtype", cfg.dtype, ("fp32", "bf16"))
     _check_choice("--matmul-precision", cfg.matmul_precision, ("high", "highest"))
     _check_choice("--device", cfg.device, ("cuda", "cpu"))

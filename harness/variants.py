@@ -15,6 +15,8 @@
     nocheck         no stop check at all, all N steps: the bound
     while-graph     graphed's step in a CUDA graph WHILE loop: one launch, the stop check on device
     while-fused     while-graph over fused's step (one branch): the fastest loop that stops on EOS
+    mega            the Llama family's step in one persistent kernel: no kernel boundaries in it
+    while-mega      while-graph over mega's step: the loop and the step, each one launch
     hf-generate     HF's generate(cache_implementation="static"): the reference (bench only)
 """
 
@@ -131,6 +133,44 @@ def while_fused(model, cfg: RunConfig, st: dict, graph: bool = True):
     return while_loop(st, cfg.new_tokens, fused_eager(model, cfg, st), graph)
 
 
+def mega(model, cfg: RunConfig, st: dict, graph: bool = True):
+    """The step in one persistent kernel (harness/llama_mega.py), `fused`'s loop: one graph launch
+    a step, the flag read a step late. graph=False plays its schedule on the host (the CPU)."""
+    eager, kv = mega_eager(model, cfg, st)
+    return _checked(_graphed_loop(st, cfg, eager, graph, True), kv)
+
+
+def while_mega(model, cfg: RunConfig, st: dict, graph: bool = True):
+    """mega's step as the body of one WHILE graph."""
+    from .while_graph import while_loop
+
+    eager, kv = mega_eager(model, cfg, st)
+    return _checked(while_loop(st, cfg.new_tokens, eager, graph), kv)
+
+
+def mega_eager(model, cfg: RunConfig, st: dict, **kw):
+    """(the mega step as one call that returns the all-finished flag [1], its cache)."""
+    from .llama_mega import check_mega, mega_llama_step, new_mega_llama
+
+    if why := missing_triton(st["ids"].device.type):
+        raise ConfigError(why)
+    check_mega(model, cfg.batch, cfg.new_tokens)
+    kv = new_mega_llama(model, cfg.batch, cfg.new_tokens, **kw)
+    return (lambda: mega_llama_step(model, kv, st)), kv
+
+
+def _checked(run, kv: dict):
+    """run, then the kernel's error mark read once (a wait that gave up)."""
+    from .llama_mega import check_err
+
+    def checked(window):
+        result = run(window)
+        check_err(kv)
+        return result
+
+    return checked
+
+
 def hf_generate(model, cfg: RunConfig, st: dict):
     """One call of HF's generate; the stop schedule is forced through a logits processor.
 
@@ -202,6 +242,8 @@ VARIANTS = {
     "nocheck": nocheck,
     "while-graph": while_graph,
     "while-fused": while_fused,
+    "mega": mega,
+    "while-mega": while_mega,
     "hf-generate": hf_generate,
 }
 

@@ -74,8 +74,8 @@ window=30:50
 # the execution whole: docs/PROFILING.md).
 loop=0
 case $variant in
-  graphed | graphed-sync | fused) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-graph} ;;
-  while-graph | while-fused) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node} loop=1 ;;
+  graphed | graphed-sync | fused | mega) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-graph} ;;
+  while-graph | while-fused | while-mega) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node} loop=1 ;;
   *) graph_trace=${GAPSCOPE_CUDA_GRAPH_TRACE:-node} ;;
 esac
 prev=""

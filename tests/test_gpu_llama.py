@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 
 BATCH, NEW, STOP = 8, 40, "uniform:10-30"
 FAMILIES = ["llama", "qwen2", "mistral"]
-OWN = ["graphed", "graphed-sync", "fused"]
+OWN = ["graphed", "graphed-sync", "fused", "mega", "while-mega"]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
