@@ -23,10 +23,11 @@ from .decode import advance_tokens, allow_sync
 from .llama_fused import check_fused
 from .llama_ops import GEMV_MAX_BATCH, rms_ref
 from .llama_step import new_llama_cache
-from .triton_ops import triton, use_triton
+from .triton_ops import missing_triton, triton, use_triton
 
 # Launch settings, measured on the H200 (docs/mega-20261204/README.md).
-MEGA_WARPS = 8  # more rows (tl.dot); one row: warps_forMEGA_STAGES = 2
+MEGA_WARPS = 8  # more rows (tl.dot); one row: warps_for
+MEGA_STAGES = 2
 MEGA_BLOCK_K = {2: 256, 4: 128}  # tl.dot's blocks (more than one row), by the dtype's size
 MEGA_PER_SM = 1  # programs an SM
 FMA_BLOCK = 16384  # one row: weights a block holds (all its projections), a loop turn ahead
@@ -46,6 +47,26 @@ def check_mega(model, batch: int, new_tokens: int) -> None:
         if any(p.bias is not None for p in projections):
             raise ConfigError("mega adds biases to q, k and v only: this model's o_proj or MLP "
                               "has one")
+
+
+def mega_eager(model, cfg, st: dict, **kw):
+    """(the mega step as one call that returns the all-finished flag [1], its cache); kw go to
+    new_mega_llama (the sweeps' launch settings)."""
+    if why := missing_triton(st["ids"].device.type):
+        raise ConfigError(why)
+    check_mega(model, cfg.batch, cfg.new_tokens)
+    kv = new_mega_llama(model, cfg.batch, cfg.new_tokens, **kw)
+    return (lambda: mega_llama_step(model, kv, st)), kv
+
+
+def checked(run, kv: dict):
+    """run, then the kernel's error mark read once (a wait that gave up)."""
+    def run_checked(window):
+        result = run(window)
+        check_err(kv)
+        return result
+
+    return run_checked
 
 
 def shape_of(model, batch: int) -> S.Shape:

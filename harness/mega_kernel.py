@@ -325,7 +325,7 @@ if triton is not None:
             k_ptr, v_ptr, s_l, s_b, s_h, s_t, cos_ptr, sin_ptr,
             token_ptr, pos_ptr, ids_ptr, s_ids, fin_ptr, done_ptr, stops_ptr, eos_ptr, flag_ptr,
             B, E, eos_forced, eps, eps_final, scale,
-            C: tl.constexpr, I: tl.constexpr, NQKV: tl.constexpr, V: tl.constexpr,
+            C: tl.constexpr, I: tl.constexpr, NQKV: tl.constexpr, V: tl.constexpr,  # noqa: E741
             H: tl.constexpr, KVH: tl.constexpr, HALF: tl.constexpr, HALF_P: tl.constexpr,
             QKV_BIAS: tl.constexpr, HEAD_BIAS: tl.constexpr, IEEE: tl.constexpr,
             BN_QKV: tl.constexpr, BN_O: tl.constexpr, BN_GLU: tl.constexpr,
@@ -391,9 +391,9 @@ if triton is not None:
                                 BLOCK_C=BLOCK_C, SPIN=SPIN)
                 elif kind == K_ADVANCE:
                     _advance_task(pmax_ptr, pidx_ptr, n_head_tiles, n_head_tiles, ids_ptr, s_ids,
-                                  token_ptr, pos_ptr, fin_ptr, done_ptr, stops_ptr, eos_ptr, flag_ptr,
-                                  B, E, eos_forced, wait_ptr, target, err_ptr, ctr_ptr, n_counters,
-                                  BLOCK_B=BLOCK_B, CHUNK=CHUNK, BLOCK_E=BLOCK_E,
+                                  token_ptr, pos_ptr, fin_ptr, done_ptr, stops_ptr, eos_ptr,
+                                  flag_ptr, B, E, eos_forced, wait_ptr, target, err_ptr, ctr_ptr,
+                                  n_counters, BLOCK_B=BLOCK_B, CHUNK=CHUNK, BLOCK_E=BLOCK_E,
                                   BLOCK_CTR=BLOCK_CTR, SPIN=SPIN)
                 if kind != K_ADVANCE:
                     _signal(ctr_ptr + phase + 1)

@@ -30,7 +30,7 @@ columns, with a fixed cost per task: a phase ends when its busiest program does.
 
 from dataclasses import dataclass
 
-EMBED, QKV, ATTN, O, GLU, DOWN, HEAD, ADVANCE = range(8)
+EMBED, QKV, ATTN, O, GLU, DOWN, HEAD, ADVANCE = range(8)  # noqa: E741 (O: the o_proj)
 KIND_NAMES = ("embed", "qkv", "attn", "o", "glu", "down", "head", "advance")
 LAYER_KINDS = (QKV, ATTN, O, GLU, DOWN)
 TASK_FIELDS = 4  # kind, layer, tile, phase
@@ -169,6 +169,6 @@ def simulate(sched: Schedule, run_task, pick=None) -> list:
 def busiest(sched: Schedule) -> dict:
     """Per phase kind: the most tasks one program runs in a phase of that kind (its rounds)."""
     out = {}
-    for p, (kind, _, n) in enumerate(sched.phases):
+    for kind, _, n in sched.phases:
         out[KIND_NAMES[kind]] = max(out.get(KIND_NAMES[kind], 0), _cdiv(n, sched.programs))
     return out

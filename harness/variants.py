@@ -136,39 +136,19 @@ def while_fused(model, cfg: RunConfig, st: dict, graph: bool = True):
 def mega(model, cfg: RunConfig, st: dict, graph: bool = True):
     """The step in one persistent kernel (harness/llama_mega.py), `fused`'s loop: one graph launch
     a step, the flag read a step late. graph=False plays its schedule on the host (the CPU)."""
+    from .llama_mega import checked, mega_eager
+
     eager, kv = mega_eager(model, cfg, st)
-    return _checked(_graphed_loop(st, cfg, eager, graph, True), kv)
+    return checked(_graphed_loop(st, cfg, eager, graph, True), kv)
 
 
 def while_mega(model, cfg: RunConfig, st: dict, graph: bool = True):
     """mega's step as the body of one WHILE graph."""
+    from .llama_mega import checked, mega_eager
     from .while_graph import while_loop
 
     eager, kv = mega_eager(model, cfg, st)
-    return _checked(while_loop(st, cfg.new_tokens, eager, graph), kv)
-
-
-def mega_eager(model, cfg: RunConfig, st: dict, **kw):
-    """(the mega step as one call that returns the all-finished flag [1], its cache)."""
-    from .llama_mega import check_mega, mega_llama_step, new_mega_llama
-
-    if why := missing_triton(st["ids"].device.type):
-        raise ConfigError(why)
-    check_mega(model, cfg.batch, cfg.new_tokens)
-    kv = new_mega_llama(model, cfg.batch, cfg.new_tokens, **kw)
-    return (lambda: mega_llama_step(model, kv, st)), kv
-
-
-def _checked(run, kv: dict):
-    """run, then the kernel's error mark read once (a wait that gave up)."""
-    from .llama_mega import check_err
-
-    def checked(window):
-        result = run(window)
-        check_err(kv)
-        return result
-
-    return checked
+    return checked(while_loop(st, cfg.new_tokens, eager, graph), kv)
 
 
 def hf_generate(model, cfg: RunConfig, st: dict):

@@ -106,7 +106,7 @@ def test_the_harness_without_torch_lists_its_variants_and_refuses_a_run_in_one_l
     listed = subprocess.run([sys.executable, "-c", block + "sys.exit(main(['variants']))"],
                             capture_output=True, text=True, cwd=ROOT)
     assert listed.returncode == 0 and listed.stdout.split("\n")[0].split()[0] == "naive"
-    assert len(listed.stdout.splitlines()) == 16
+    assert len(listed.stdout.splitlines()) == 18
     argv = ["run", "--variant", "static", "--out", str(tmp_path)]
     refused = subprocess.run([sys.executable, "-c", block + f"sys.exit(main({argv!r}))"],
                              capture_output=True, text=True, cwd=ROOT)

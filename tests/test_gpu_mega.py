@@ -12,10 +12,10 @@ import torch
 from harness.config import ConfigError, RunConfig, validate
 from harness.decode import new_state
 from harness.instrument import no_window
+from harness.llama_mega import mega_eager
 from harness.model import build_model, special_tokens
 from harness.run import make_decoder
 from harness.stops import stop_steps
-from harness.variants import mega_eager
 
 pytestmark = pytest.mark.gpu
 

@@ -130,7 +130,8 @@ def test_variants_lists_the_registry_one_line_each():
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == ["naive", "kv", "kv-expandable", "static", "compiled", "pipelined",
                      "pipelined-seed", "deferred", "check-every-k", "graphed", "graphed-sync",
-                     "fused", "nocheck", "while-graph", "while-fused", "hf-generate"]
+                     "fused", "nocheck", "while-graph", "while-fused", "mega", "while-mega",
+                     "hf-generate"]
 
 
 def test_run_writes_run_json_and_prints_one_line(tmp_path):

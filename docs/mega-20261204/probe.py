@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import torch
 
+from harness import llama_mega as M
 from harness import variants as V
 from harness.config import RunConfig, validate
 from harness.decode import new_state
@@ -37,11 +38,11 @@ def state(model, cfg):
 
 def mega_run(model, cfg, loop=False, **kw):
     st = state(model, cfg)
-    eager, kv = V.mega_eager(model, cfg, st, **kw)
+    eager, kv = M.mega_eager(model, cfg, st, **kw)
     if loop:
         from harness.while_graph import while_loop
-        return V._checked(while_loop(st, cfg.new_tokens, eager, True), kv)
-    return V._checked(V._graphed_loop(st, cfg, eager, True, True), kv)
+        return M.checked(while_loop(st, cfg.new_tokens, eager, True), kv)
+    return M.checked(V._graphed_loop(st, cfg, eager, True, True), kv)
 
 
 def timed(run, reps=5):
@@ -58,9 +59,11 @@ def timed(run, reps=5):
 
 def correctness():
     for name, dtype, batch, prec, against in [
-            ("llama:small", "fp32", 4, "highest", "kv"), ("qwen2:small", "fp32", 4, "highest", "kv"),
+            ("llama:small", "fp32", 4, "highest", "kv"),
+            ("qwen2:small", "fp32", 4, "highest", "kv"),
             ("llama:small", "fp32", 1, "highest", "kv"),
-            ("llama:small", "bf16", 1, "high", "fused"), ("llama:small", "bf16", 8, "high", "fused"),
+            ("llama:small", "bf16", 1, "high", "fused"),
+            ("llama:small", "bf16", 8, "high", "fused"),
             ("llama:1b", "bf16", 1, "high", "fused")]:
         cfg = cfg_of(name, against, dtype=dtype, batch=batch, matmul_precision=prec,
                      new_tokens=40, stop="uniform:10-35")
@@ -70,7 +73,8 @@ def correctness():
             got = mega_run(model, replace(cfg, variant="mega"), loop=loop)(no_window())
             same = (got["tokens"] == ref["tokens"]).float().mean().item()
             key = f"tokens {name} {dtype} b{batch} {'while-mega' if loop else 'mega'} vs {against}"
-            OUT[key] = {"equal_share": same, "steps": got["steps_run"], "ref_steps": ref["steps_run"]}
+            OUT[key] = {"equal_share": same, "steps": got["steps_run"],
+                        "ref_steps": ref["steps_run"]}
             log(key, same, got["steps_run"], ref["steps_run"])
         del model
         torch.cuda.empty_cache()
@@ -104,8 +108,8 @@ def speed():
             key = f"ms {name} b{batch} mega {kw}"
             try:
                 st = state(model, cfg)
-                eager, kv = V.mega_eager(model, replace(cfg, variant="mega"), st, **kw)
-                run = V._checked(V._graphed_loop(st, cfg, eager, True, True), kv)
+                eager, kv = M.mega_eager(model, replace(cfg, variant="mega"), st, **kw)
+                run = M.checked(V._graphed_loop(st, cfg, eager, True, True), kv)
                 ms, r = timed(run)
             except Exception as e:  # noqa: BLE001 - a sweep point that fails is reported
                 log(name, batch, "mega", kw, "FAILED", repr(e)[:300])

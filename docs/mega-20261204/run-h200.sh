@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
-# The device call that made this folder (issue 42), on the H200 from the repository's root after
-# `source .carry/env.sh`: two bench processes a configuration (batch 1 and 8 at the small
-# Llama, Llama-3.2-1B's and Llama-3-8B's shapes, bf16, 100 tokens; fused, while-fused, mega and
-# while-mega side by side in each), the first process of every configuration before the second;
-# then what gapscope sees of mega: a node-level capture at 1B's shape (with its untraced twin),
-# and the GPU-metrics observer over mega and fused there (DRAM read rate and SMs active a step).
+# The device call that made this folder's bench files (issue 42), on the H200 from the repository's
+# root after `source .carry/env.sh`, in one call of a few minutes: the mega GPU tests, then bench
+# processes (fused, while-fused, mega and while-mega side by side in each; bf16, 100 tokens, 5
+# repeats), batch 1 first at the small Llama, Llama-3.2-1B's and Llama-3-8B's shapes, then batch
+# 8, process 1 of every configuration before process 2. Each piece runs under what is left of
+# DEADLINE_S; everything lands in one archive, rewritten after each piece (the device returns 8
+# files at most, and a call cut short returns what it had).
 set -uo pipefail
 out=${1:-${OUT:-out/mega-20261204}}
+deadline=$(( $(date +%s) + ${DEADLINE_S:-270} ))
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+work=$(mktemp -d)
+pack() { tar czf "$out/mega.tgz" -C "$work" . ; }
+left() { echo $(( deadline - $(date +%s) )); }
 mkdir -p "$out"
-python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.get_device_name())' >"$out/versions.txt" 2>&1
+python3 -c 'import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__, torch.cuda.get_device_name())' >"$work/versions.txt" 2>&1
+timeout 110 python3 -m pytest -q -m gpu tests/test_gpu_mega.py >"$work/gpu-mega.log" 2>&1
+pack
 for p in 1 2; do
-  for size in small 1b 8b; do
-    for b in 1 8; do
-      echo "gapscope: bench llama:$size batch $b, process $p of 2" >&2
-      python3 -m harness bench --variants fused,while-fused,mega,while-mega --model "llama:$size" \
-        --dtype bf16 --batch "$b" --new-tokens 100 --repeats 5 \
-        --json "$out/bench-mega-$size-b$b-p$p.json" >"$out/bench-mega-$size-b$b-p$p.log" 2>&1
+  for b in 1 8; do
+    for size in small 1b 8b; do
+      [ "$(left)" -gt 20 ] || { echo "deadline: stopped before $size b$b p$p" >>"$work/versions.txt"; pack; exit 0; }
+      echo "gapscope: bench llama:$size batch $b, process $p of 2 ($(left) s left)" >&2
+      timeout "$(left)" python3 -m harness bench --variants fused,while-fused,mega,while-mega \
+        --model "llama:$size" --dtype bf16 --batch "$b" --new-tokens 100 --repeats 5 \
+        --json "$work/bench-mega-$size-b$b-p$p.json" >"$work/bench-mega-$size-b$b-p$p.log" 2>&1
+      pack
     done
   done
 done
-export TRACES_DIR="$out/capture"
-bash scripts/profile.sh mega --cuda-graph-trace node --model llama:1b --dtype bf16 --batch 1 --new-tokens 100 >"$out/capture-mega.log" 2>&1
-for v in mega fused; do
-  bash scripts/profile.sh "$v" --metrics=50000 --model llama:1b --dtype bf16 --batch 1 --new-tokens 100 >"$out/metrics-$v.log" 2>&1
-done
-find "$out/capture" -name '*.qdstrm' -delete
-du -sh "$out"/capture/* >>"$out/versions.txt"
