@@ -29,6 +29,7 @@ BLOCKS = {
     ("README.md", "profiler-share"): "study.doc_readme:profiler_share",
     ("README.md", "findings"): "study.doc_readme:readme_findings",
     ("README.md", "sizes"): "study.doc_readme:readme_sizes",
+    ("README.md", "mega"): "study.doc_readme:readme_mega",
     ("docs/ANALYSIS.md", "benchmark"): "study.doc_analysis:benchmark_block",
     ("docs/ANALYSIS.md", "fused-waits"): "study.doc_analysis:fused_waits",
     ("docs/ANALYSIS.md", "hta-resnet"): "study.doc_analysis:hta_resnet",
@@ -63,6 +64,9 @@ BLOCKS = {
     ("docs/user-programs-20261204/README.md", "suite-1204"): "study.doc_loops:suite_1204",
     ("docs/user-programs-20261202/README.md", "t5-later"): "study.doc_records:t5_later",
     ("docs/user-programs-20261202/README.md", "ftrace-check"): "study.doc_records:ftrace_check",
+    ("docs/mega-20261204/README.md", "mega-runs"): "study.doc_mega:mega_runs",
+    ("docs/mega-20261204/README.md", "mega-tests"): "study.doc_mega:mega_tests",
+    ("docs/mega-20261204/README.md", "mega-registers"): "study.doc_mega:mega_registers",
     ("docs/VARIANTS.md", "gelu-new"): "study.doc_claims:gelu_new",
     ("docs/VARIANTS.md", "bench-repeats"): "study.doc_claims:bench_repeats",
 }

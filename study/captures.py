@@ -43,7 +43,8 @@ def _held(analyses: list) -> tuple:
             first.trace.strings)
 
 
-GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused", "while-graph", "while-fused")
+GRAPH_VARIANTS = ("graphed", "graphed-sync", "fused", "while-graph", "while-fused", "mega",
+                  "while-mega")
 
 
 def kind(run) -> str:

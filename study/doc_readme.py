@@ -148,6 +148,32 @@ def readme_sizes(root: Path) -> str:
                    for b in batches]) + " for `fused`, in that run.")
 
 
+def readme_mega(root: Path) -> str:
+    """README's block: mega at batch 1 against while-fused, in the part's figures."""
+    from .mega import SIZE_WORDS, SIZES, by_rung, goals, runs
+
+    study = root / SOURCES["mega"]
+    t = runs(study)
+    v = by_rung(t).set_index(["size", "batch", "variant"])
+    gpu = t.iloc[0]["versions"].get("gpu")
+    said = []
+    for size in SIZES:
+        if (size, 1, "mega") not in v.index or (size, 1, "while-fused") not in v.index:
+            continue
+        m, w = v.loc[(size, 1, "mega")], v.loc[(size, 1, "while-fused")]
+        said.append(f"{SIZE_WORDS[size]} {m['ms']:.3f} ms a token, {m['floor_pct']:.1f}% of the "
+                    f"floor (`while-fused` {w['ms']:.3f}, {w['floor_pct']:.1f}%)")
+    reached = [r for _, _, r in goals(by_rung(t))]
+    processes = t[t["batch"] == 1].groupby("size")["process"].nunique()
+    return (f"**One kernel a step** (`mega`: the Llama family's decode step in one persistent "
+            f"Triton kernel; RESULTS.md's part `mega`, {gpu}, {t.iloc[0]['config']['dtype']}, "
+            f"batch 1, medians over {span(processes.tolist(), 'd')} processes a configuration): "
+            f"{listing(said)}. Issue 42's goals (at least half the floor at 125M, four fifths "
+            f"at 1B, no slower than `while-fused` at 8B): {sum(r is True for r in reached)} of "
+            f"{len(reached)} reached; "
+            "docs/mega-20261204/README.md says what bounds it and what would close the rest.")
+
+
 # README's first screen: the command a new user runs on a bundled capture, and the summary it
 # prints (its first FIRST_SCREEN_LINES lines: the run, where the steps came from, and one line a
 # quantity), made by the analysis itself from the committed capture.

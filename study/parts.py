@@ -21,7 +21,7 @@ PART_START, PART_END = part_start("observer"), "<!-- /part -->"
 # The parts of RESULTS.md in the order they stand, each made from one directory (`overview`
 # from the repository root: every directory sources.SOURCES names).
 PARTS = ("ladder", "captures", "observer", "hardware", "aa", "family", "loop", "sizes",
-         "host", "overview")
+         "mega", "host", "overview")
 PART_HELP = {
     "ladder": "a study's bench-*.json (no captures needed)",
     "captures": "a directory of run directories (tests/data/runs)",
@@ -32,6 +32,7 @@ PART_HELP = {
     "host": "the repository root: the eager captures' host bounds beside the rungs they predict",
     "loop": "bench-b<B>-p<K>.json and steps-*.json of the loops of one launch",
     "sizes": "bench-sizes-<size>-b<B>.json and capture/ of the ladder at 125M, 1B and 8B",
+    "mega": "bench-mega-<size>-b<B>-p<K>.json: fused, while-fused, mega and while-mega",
     "overview": "the repository root: every capture of the published directories",
 }
 
@@ -44,6 +45,7 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
     from .hardware import hardware_sections
     from .ladder import ladder_sections
     from .loop import loop_sections
+    from .mega import mega_sections
     from .observer_part import observer_sections
     from .runs import captures_sections
     from .sizes import sizes_sections
@@ -62,7 +64,7 @@ def part_sections(part: str, study: Path, fig: Path | None) -> list:
     return {"ladder": ladder_sections, "captures": captures_sections,
             "hardware": hardware_sections, "aa": lambda s, _: aa_sections(s),
             "family": lambda s, f: family_sections(s, f), "loop": loop_sections,
-            "sizes": sizes_sections}[part](study, fig)
+            "sizes": sizes_sections, "mega": mega_sections}[part](study, fig)
 
 
 def part_body(part: str, study: Path, out: Path | None) -> list:

@@ -27,11 +27,12 @@ SIZES = ("small", "1b", "8b")
 # after these, in the bench's order: no measured row is left out of the table.
 RUNGS = ("naive", "kv", "kv-expandable", "static", "compiled", "pipelined", "pipelined-seed",
          "deferred", "check-every-k", "hf-generate", "graphed-sync", "graphed", "fused",
-         "while-graph", "while-fused", "nocheck")
+         "while-graph", "while-fused", "mega", "while-mega", "nocheck")
 
 # The rungs whose step is one graph launch or one fused step (or the whole loop one launch):
 # the others launch their kernels from Python every step.
-ON_THE_GPU = ("graphed-sync", "graphed", "fused", "while-graph", "while-fused")
+ON_THE_GPU = ("graphed-sync", "graphed", "fused", "while-graph", "while-fused", "mega",
+              "while-mega")
 
 
 # An earlier committed run of the same configurations (study dir -> the earlier one, both under

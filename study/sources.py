@@ -10,6 +10,7 @@ SOURCES = {
     "family": "docs/llama-20261201",
     "loop": "docs/whilegraph-20261201",
     "sizes": "docs/ladder8b-20261202/study",
+    "mega": "docs/mega-20261204",
     "host": ".",
     "overview": ".",
 }

@@ -28,8 +28,8 @@ def config(variant: str, **kw) -> RunConfig:
                                  **kw}))
 
 
-def decode(model, variant: str, **kw) -> dict:
-    run = make_decoder(model, config(variant, **kw))
+def decode(net, variant: str, **kw) -> dict:
+    run = make_decoder(net, config(variant, **kw))
     run(no_window())
     return run(no_window())
 

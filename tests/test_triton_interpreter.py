@@ -161,6 +161,47 @@ assert states[1]["ids"][:, 1].tolist()[2] == pi[2, 7] and states[1]["finished"][
 print("ok")
 """
 
+# harness/mega_kernel.py's whole step, one program (the interpreter runs programs one after
+# another: with one, every wait is already met), against the schedule played with torch's ops
+# (llama_mega.mega_llama_step on CPU tensors), fp32 at "highest": llama:tiny at one row (the FMA
+# GEMVs) and two (tl.dot), a qwen2 of 1024 tokens (its q, k and v biases, tied head) at one row;
+# three steps, the ids, token and position equal, and no wait marked an error.
+MEGA_CHECK = r"""
+from dataclasses import replace
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config
+from harness import llama_mega as M
+from harness.config import RunConfig, validate
+from harness.decode import new_state
+from harness.model import PRESETS, build_model, special_tokens
+from harness.stops import stop_steps
+
+torch.set_float32_matmul_precision("highest")
+torch.manual_seed(0)
+qwen = AutoModelForCausalLM.from_config(Qwen2Config(**{
+    **PRESETS["qwen2", "tiny"], "vocab_size": 1024, "bos_token_id": 1, "eos_token_id": 2}))
+for p in qwen.parameters():
+    torch.nn.init.normal_(p, std=0.2)
+cases = [(build_model("llama:tiny", "fp32", "cpu", seed=0), "llama:tiny", 1),
+         (build_model("llama:tiny", "fp32", "cpu", seed=0), "llama:tiny", 2),
+         (qwen.eval().requires_grad_(False), "qwen2:tiny", 1)]
+for model, name, batch in cases:
+    bos, eos = special_tokens(model.config)
+    cfg = replace(validate(RunConfig(variant="kv", model=name, batch=batch, new_tokens=8,
+                                     device="cpu", matmul_precision="highest")), variant="mega")
+    sts = [new_state(batch, 8, stop_steps("none", batch, 8, 0), "cpu", 0, bos, eos)
+           for _ in range(2)]
+    kvs = [M.mega_eager(model, cfg, st, programs=1)[1] for st in sts]
+    for step in range(3):
+        M.mega_llama_step(model, kvs[0], sts[0])
+        M._launch(model, kvs[1], sts[1])
+        for key in ("ids", "token", "pos"):
+            assert torch.equal(sts[0][key], sts[1][key]), (name, batch, step, key)
+    assert int(kvs[1]["err"][0]) == 0
+    assert len(set(sts[1]["ids"][0, 1:4].tolist())) > 1, name
+print("ok")
+"""
+
 
 def interpret(check: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
@@ -182,5 +223,12 @@ def test_triton_kernels_match_their_references_in_the_interpreter():
 @NO_TRITON
 def test_llama_kernels_match_their_references_in_the_interpreter():
     proc = interpret(LLAMA_CHECK)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "ok"
+
+
+@NO_TRITON
+def test_mega_kernel_matches_the_schedules_playback_in_the_interpreter():
+    proc = interpret(MEGA_CHECK)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "ok"
