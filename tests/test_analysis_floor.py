@@ -92,3 +92,31 @@ def test_a_metrics_only_capture_gets_its_twin_and_the_floor_against_it(tmp_path)
     assert "  untraced       0.00 ms GPU period, 0.0 µs bubble median (CUDA events, no " \
            "profiler)\n" in text
     assert "the floor is 50.0% of the untraced GPU period, 30.0% of the untraced step" in text
+
+
+def test_a_step_of_one_persistent_kernel(tmp_path):
+    """mega's step as a node-level capture shows it: three steps, one cudaGraphLaunch and one
+    kernel each (10-95, 110-195, 210-295 ns). No idle inside a step (one kernel); the idle left
+    is the host's, between steps (15 ns: 7 before the launch call, 8 in it); the floor, 50 bytes
+    a step at 1 GB/s, is 50 ns: of the periods 85, 100 and 100 ns the median share is 50%."""
+    from synth import GRAPH_LAUNCH, Synth
+
+    t = Synth()
+    for i in range(3):
+        s = 100 * i
+        t.range(f"Step {i + 1}", s, s + 100)
+        t.op(t.call(GRAPH_LAUNCH, s + 2, s + 6), s + 10, s + 95, name="_mega_kernel")
+    d = tmp_path / "run"
+    d.mkdir()
+    t.write(d / "capture.sqlite")
+    (d / "run.json").write_text(json.dumps({
+        "config": {"variant": "mega"}, "versions": {"gpu": "NVIDIA H200"},
+        "untraced": {"ms_per_step_median": 1e-4, "floor": {"copy_bytes_per_s": 1e9}},
+        "floor": {"kv_slots_read": "0..pos", "bytes_by_step": [[1, 50], [2, 50], [3, 50]]}}))
+    out = json.loads(CliRunner().invoke(main, ["analyze", str(d), "--format", "json"]).output)
+    s = out["summary"]
+    assert s["intra_idle_ns_median"] == 0 and s["bubble_ns_median"] == 15
+    assert s["idle_ns_by_cause"] == {"sync": 0, "host": 30, "queued": 0, "unknown": 0}
+    assert s["idle_ledger"] == {"blocked": 0, "pre_launch": 14, "in_launch": 16}
+    f = s["floor"]
+    assert f["floor_ns_per_step"] == 50 and f["floor_pct_of_period"] == 50
