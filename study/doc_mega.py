@@ -39,10 +39,23 @@ def mega_registers(root: Path) -> str:
              "spill stores / loads (bytes)": f"{r['spill_store_bytes']} / {r['spill_load_bytes']}",
              "shared memory (bytes)": r["shared_bytes"], "programs an SM": r["programs_per_sm"]}
             for r in doc["rows"]]
+    each = doc["without_each"]
+    base = next(r for r in doc["rows"] if (r["size"], r["batch"]) == (each["size"],
+                                                                       each["batch"]))
+    kinds = [{"compiled out": f"`{r['without']}`", "registers a thread": r["registers"],
+              "spill stores / loads (bytes)": f"{r['spill_store_bytes']} / "
+                                              f"{r['spill_load_bytes']}"}
+             for r in [{"without": "nothing", **base}, *each["rows"]]]
+    most = min(each["rows"], key=lambda r: r["spill_store_bytes"])
     return (f"registers.json: the kernel as Triton {doc['triton']} compiles it for "
             f"{doc['target']} at each configuration's launch settings, assembled with -v by "
             f"the ptxas it uses (`{doc['ptxas']}`). The device's Triton is older, and its count "
-            "can differ by a few registers.\n\n" + frame_md_table(pd.DataFrame(rows)))
+            "can differ by a few registers.\n\n" + frame_md_table(pd.DataFrame(rows))
+            + f"\n\nAt {each['size']} batch {each['batch']}, each task kind's branch compiled "
+            f"out in turn: without `{most['without']}` the spills fall from "
+            f"{base['spill_store_bytes']} to {most['spill_store_bytes']} bytes stored, so that "
+            "task's code is what the register cap cuts.\n\n"
+            + frame_md_table(pd.DataFrame(kinds)))
 
 
 def mega_tests(root: Path) -> str:

@@ -72,5 +72,7 @@ def test_the_committed_runs():
     assert "`mega` took 1.266–1.268x `while-fused`'s time a token" in text
     assert "| 8b | 1 | while-mega | 2 | 7.497 | 7.492–7.501 |" in text
     assert "made on NVIDIA H100 80GB HBM3" in mega_runs(ROOT)
-    assert "| 1b | 1 | 16 | 128 | 220 / 304 | 2048 | 1 |" in mega_registers(ROOT)
+    regs = mega_registers(ROOT)
+    assert "| 1b | 1 | 16 | 128 | 220 / 304 | 2048 | 1 |" in regs
+    assert "| `glu` | 128 | 40 / 40 |" in regs and "without `glu` the spills fall" in regs
     assert mega_tests(ROOT).count("passed, 2 failed") == 1

@@ -2,7 +2,9 @@
 compiled ahead of time by Triton for that target at each size and batch of the bench, its PTX
 assembled again by the ptxas Triton uses for sm_90, with -v: registers a thread, spill stores and
 loads, the stack, and how many programs of its warps an SM's register file holds (the residency
-check's rule, harness/llama_mega.resident). Run from the repository's root on a machine with Triton:
+check's rule, harness/llama_mega.resident). Then, at one row and Llama-3.2-1B's shape, the same
+with each task kind's branch compiled out in turn (`if False:` in place of its test), which
+tells the kind whose code sets the register count and the spills. Run from the repository's root on a machine with Triton:
 
     python3 docs/mega-20261204/registers.py > docs/mega-20261204/registers.json
 
@@ -98,6 +100,28 @@ def ptxas_v(ptx: str) -> dict:
             "spill_store_bytes": stores, "spill_load_bytes": loads}
 
 
+KINDS = ("EMBED", "QKV", "ATTN", "O", "GLU", "DOWN", "HEAD", "ADVANCE")
+
+
+def without_each(size: str, batch: int) -> list:
+    """compiled(size, batch)'s counts with each kind's branch compiled out in turn."""
+    from harness.mega_kernel import _mega_kernel
+
+    src, out = _mega_kernel.src, []
+    try:
+        for kind in KINDS:
+            _mega_kernel._unsafe_update_src(
+                re.sub(rf"(if|elif) kind == K_{kind}:", r"\1 False:", src, count=1))
+            _mega_kernel.device_caches.clear()
+            kernel, _ = compiled(size, batch)
+            out.append({"without": kind.lower(), **ptxas_v(kernel.asm["ptx"])})
+            print(f"{size} b{batch} without {kind}: {out[-1]}", file=sys.stderr)
+    finally:
+        _mega_kernel._unsafe_update_src(src)
+        _mega_kernel.device_caches.clear()
+    return out
+
+
 def main() -> int:
     triton.runtime.driver.set_active(Ahead())
     rows = []
@@ -113,7 +137,9 @@ def main() -> int:
     version = subprocess.run([ptxas(), "--version"], capture_output=True, text=True).stdout
     json.dump({"target": "sm_90a", "triton": triton.__version__,
                "ptxas": version.strip().splitlines()[-1], "torch": torch.__version__,
-               "rows": rows}, sys.stdout, indent=1)
+               "rows": rows, "without_each": {"size": "1b", "batch": 1,
+                                              "rows": without_each("1b", 1)}},
+              sys.stdout, indent=1)
     print()
     return 0
 
