@@ -4,7 +4,8 @@ assembled again by the ptxas Triton uses for sm_90, with -v: registers a thread,
 loads, the stack, and how many programs of its warps an SM's register file holds (the residency
 check's rule, harness/llama_mega.resident). Then, at one row and Llama-3.2-1B's shape, the same
 with each task kind's branch compiled out in turn (`if False:` in place of its test), which
-tells the kind whose code sets the register count and the spills. Run from the repository's root on a machine with Triton:
+tells the kind whose code sets the register count and the spills. Run from the repository's
+root on a machine with Triton:
 
     python3 docs/mega-20261204/registers.py > docs/mega-20261204/registers.json
 
