@@ -7,9 +7,10 @@ the step is that one launch; elsewhere (the CPU tests) `simulate` plays the same
 torch's ops, task by task, in an interleaving of the programs the caller picks: the schedule's
 dependencies are checked by the tokens coming out equal to `kv`'s.
 
-The step's math is `fused`'s GEMV path with every projection on Triton (no cuBLAS, no split-K):
-the same roundings, so in bf16 its tokens are `fused`'s at the shapes where fused runs its own
-GEMVs, and in fp32 at "highest" `kv`'s.
+The step's math is `fused`'s GEMV path with every projection on Triton (no cuBLAS, no split-K),
+and in fp32 at "highest" its tokens are `kv`'s. In bf16 they are not always `fused`'s: one row's
+GEMVs add each dot product in another order (per-column partial sums over a block of K, summed
+at the end), so a near tie between two logits can go the other way.
 """
 
 import random
@@ -25,7 +26,8 @@ from .llama_ops import GEMV_MAX_BATCH, rms_ref
 from .llama_step import new_llama_cache
 from .triton_ops import missing_triton, triton, use_triton
 
-# Launch settings, measured on the H200 (docs/mega-20261204/README.md).
+# Launch settings, chosen by docs/mega-20261204/probe.py's sweeps on the H200 (their outputs were
+# not kept: docs/mega-20261204/README.md).
 MEGA_WARPS = 8  # more rows (tl.dot); one row: warps_for
 MEGA_STAGES = 2
 MEGA_BLOCK_K = {2: 256, 4: 128}  # tl.dot's blocks (more than one row), by the dtype's size
@@ -277,7 +279,7 @@ def block_ks(sched: S.Schedule, itemsize: int, fma_block: int) -> dict:
             bk = MEGA_BLOCK_K[itemsize]
         else:
             per = fma_block // (sched.tiles[kind] * (2 if kind == S.GLU else 1))
-            bk = max(32, min(1024, 1 << (per.bit_length() - 1)))
+            bk = max(32, min(1024, 1 << max(0, per.bit_length() - 1)))
         out["BK_" + S.KIND_NAMES[kind].upper()] = bk
     return out
 

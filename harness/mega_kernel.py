@@ -6,8 +6,9 @@ nothing), so that HBM is busy while the phase before it finishes: the wait a ker
 would be, overlapped with the next weights. A task's inputs written by other programs in this
 launch are read with `.cg` (from L2, past the SM's L1, which is not coherent between SMs); its
 outputs are published by a barrier of the program's threads, then one release add to the
-counter. The math of each task is the fused step's (harness/llama_kernels.py), tile by tile:
-the same roundings, so the tokens are `fused`'s and, in fp32 at "highest", `kv`'s.
+counter. The math of each task is the fused step's (harness/llama_kernels.py), tile by tile,
+and in fp32 at "highest" its tokens are `kv`'s; in bf16 the one-row GEMVs add each dot product
+in another order than fused's kernels, so a near tie between two logits can go the other way.
 
 A wait spins at most SPIN reads of its counter; past that it marks `err` and goes on, so a wrong
 schedule or a GPU shared with a kernel that keeps SMs forever ends in an error, not a hang.

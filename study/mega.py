@@ -9,6 +9,7 @@ measured."""
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -23,8 +24,9 @@ BATCHES = (1, 8)
 ORDER = ("fused", "while-fused", "mega", "while-mega")
 SIZE_WORDS = {"small": "the small Llama (125M)", "1b": "Llama-3.2-1B's shape",
               "8b": "Llama-3-8B's shape"}
-# Issue 42's goals at batch 1, untraced, medians over processes: mega's share of the floor at
-# these sizes, and at 8B no slower than while-fused.
+# Issue 42's goals at batch 1, untraced, medians over processes (of the floor share; of each
+# process's ratio to while-fused): mega's share of the floor at these sizes, and at 8B no slower
+# than while-fused.
 FLOOR_GOALS = {"small": 0.50, "1b": 0.80}
 SAME_AS = {"8b": "while-fused"}
 
@@ -111,6 +113,8 @@ def tokens_line(t: pd.DataFrame) -> str:
             loops_same.append(sha["mega"] == sha["while-mega"])
         if {"mega", "fused"} <= set(sha):
             as_fused.append(sha["mega"] == sha["fused"])
+    if not loops_same:
+        return bullet("Tokens.", "no process here timed both `mega` and `while-mega`.")
     both = "every" if all(loops_same) else "NOT every"
     fused = (f"the same as `fused`'s in {sum(as_fused)} of {len(as_fused)} processes"
              if as_fused else "not compared with `fused`'s")
@@ -141,9 +145,10 @@ def goals(v: pd.DataFrame) -> list:
             out.append((size, "not measured in this run", None))
             continue
         ratios = one.loc[size, "vs_while_fused"]
-        out.append((size, f"`mega` took {span(ratios, '.3f')}x `{than}`'s time a token "
-                    f"({SAME_PROCESS}: each of {len(ratios)} processes' own ratio), against a "
-                    "goal of no slower", bool(max(ratios) <= 1)))
+        mid = statistics.median(ratios)
+        out.append((size, f"`mega` took {mid:.3f}x `{than}`'s time a token ({SAME_PROCESS}, "
+                    f"the median of {len(ratios)} processes' own ratios, "
+                    f"{span(ratios, '.3f')}), against a goal of no slower", bool(mid <= 1)))
     return out
 
 
@@ -160,9 +165,8 @@ def missing(t: pd.DataFrame) -> list:
              if have.get((s, b), 0) < 2]
     if not short:
         return []
-    return [bullet("Not measured here:", f"{listing(short)} processes; the device time of the "
-                   "session that made this directory ran out before them "
-                   "(docs/mega-20261204/README.md).")]
+    return [bullet("Not measured here:", f"{listing(short)} processes (the directory's "
+                   "README says why).")]
 
 
 def mega_sections(root: Path, fig: Path | None = None) -> list:

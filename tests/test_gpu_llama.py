@@ -1,7 +1,8 @@
-"""On the GPU: graphed, graphed-sync and fused on the small llama, qwen2 and mistral (fp32 at
-"highest", batch 8, a uniform stop schedule) against kv; fused on both of its paths (GEMV up to 16
-rows, cuBLAS above); the replays make no host sync; the Llama-family kernels against their
-references in fp32 and bf16. One family: `-k llama` (the tests are grouped by family)."""
+"""On the GPU: graphed, graphed-sync, fused, mega and while-mega on the small llama, qwen2 and
+mistral (fp32 at "highest", batch 8, a uniform stop schedule) against kv; fused on both of its
+paths (GEMV up to 16 rows, cuBLAS above); the replays make no host sync; the Llama-family kernels
+against their references in fp32 and bf16. One family: `-k llama` (the tests are grouped by
+family)."""
 
 import pytest
 import torch

@@ -43,10 +43,19 @@ def test_medians_over_processes_and_each_processs_ratio(tmp_path):
     assert list(v.index.get_level_values("size").unique()) == ["small", "1b", "8b"]
 
 
-def test_the_goals_are_reached_only_by_every_process(tmp_path):
+def test_the_goals_take_the_median_over_processes(tmp_path):
     got = {size: reached for size, _, reached in goals(by_rung(grid(tmp_path)))}
-    # 45% < 50% at 125M; 85% >= 80% at 1B; 8B: one process 1.1x while-fused's time.
+    # 45% < 50% at 125M; 85% >= 80% at 1B; 8B: the median of 0.98x and 1.1x is 1.04x.
     assert got == {"small": False, "1b": True, "8b": False}
+    # 55% and 45% at 125M (median 50%: reached); at 8B 0.98x, 0.99x and 1.1x (median 0.99x).
+    bench(tmp_path, "small", 1, 1, {"while-fused": 0.40, "mega": 1 / 5.5}, 0.10)
+    bench(tmp_path, "small", 1, 2, {"while-fused": 0.40, "mega": 1 / 4.5}, 0.10)
+    bench(tmp_path, "8b", 1, 3, {"while-fused": 5.0, "mega": 4.95}, 4.0)
+    said = {size: (words, reached) for size, words, reached in goals(by_rung(runs(tmp_path)))}
+    assert said["small"][1] is True and "50.0% of the floor" in said["small"][0]
+    assert said["8b"] == ("`mega` took 0.990x `while-fused`'s time a token (in one process, the "
+                          "median of 3 processes' own ratios, 0.980–1.100), against a goal of "
+                          "no slower", True)
 
 
 def test_a_configuration_short_of_two_processes_is_named(tmp_path):
@@ -69,7 +78,8 @@ def test_the_committed_runs():
     text = "\n".join(mega_sections(ROOT / "docs/mega-20261204"))
     assert "`mega` ran 0.281 ms a token, 30.5% of the floor (`while-fused`: 24.5%)" in text
     assert "`mega` ran 1.420 ms a token, 59.3% of the floor (`while-fused`: 63.6%)" in text
-    assert "`mega` took 1.266–1.268x `while-fused`'s time a token" in text
+    assert ("`mega` took 1.267x `while-fused`'s time a token (in one process, the median of 2 "
+            "processes' own ratios, 1.266–1.268)") in text
     assert "| 8b | 1 | while-mega | 2 | 7.497 | 7.492–7.501 |" in text
     assert "made on NVIDIA H100 80GB HBM3" in mega_runs(ROOT)
     regs = mega_registers(ROOT)

@@ -164,8 +164,11 @@ print("ok")
 # harness/mega_kernel.py's whole step, one program (the interpreter runs programs one after
 # another: with one, every wait is already met), against the schedule played with torch's ops
 # (llama_mega.mega_llama_step on CPU tensors), fp32 at "highest": llama:tiny at one row (the FMA
-# GEMVs) and two (tl.dot), a qwen2 of 1024 tokens (its q, k and v biases, tied head) at one row;
-# three steps, the ids, token and position equal, and no wait marked an error.
+# GEMVs) and two (tl.dot), a qwen2 of 1024 tokens (its q, k and v biases, tied head) at one row,
+# three steps each; then llama:tiny at one row in tiles of 16 (o and down in several: the residual
+# stored by more than one task) for 66 steps (positions past BLOCK_T's 64: the attention's second
+# block of slots and its online softmax). Each step the ids, token and position equal; no wait
+# marked an error.
 MEGA_CHECK = r"""
 from dataclasses import replace
 import torch
@@ -182,17 +185,20 @@ qwen = AutoModelForCausalLM.from_config(Qwen2Config(**{
     **PRESETS["qwen2", "tiny"], "vocab_size": 1024, "bos_token_id": 1, "eos_token_id": 2}))
 for p in qwen.parameters():
     torch.nn.init.normal_(p, std=0.2)
-cases = [(build_model("llama:tiny", "fp32", "cpu", seed=0), "llama:tiny", 1),
-         (build_model("llama:tiny", "fp32", "cpu", seed=0), "llama:tiny", 2),
-         (qwen.eval().requires_grad_(False), "qwen2:tiny", 1)]
-for model, name, batch in cases:
+llama = build_model("llama:tiny", "fp32", "cpu", seed=0)
+narrow = {kind: 16 for kind in (1, 3, 4, 5, 6)}  # mega_schedule's QKV, O, GLU, DOWN, HEAD
+cases = [(llama, "llama:tiny", 1, 3, None), (llama, "llama:tiny", 2, 3, None),
+         (qwen.eval().requires_grad_(False), "qwen2:tiny", 1, 3, None),
+         (llama, "llama:tiny", 1, 66, narrow)]
+for model, name, batch, steps, tiles in cases:
     bos, eos = special_tokens(model.config)
-    cfg = replace(validate(RunConfig(variant="kv", model=name, batch=batch, new_tokens=8,
+    cfg = replace(validate(RunConfig(variant="kv", model=name, batch=batch, new_tokens=steps,
                                      device="cpu", matmul_precision="highest")), variant="mega")
-    sts = [new_state(batch, 8, stop_steps("none", batch, 8, 0), "cpu", 0, bos, eos)
+    sts = [new_state(batch, steps, stop_steps("none", batch, steps, 0), "cpu", 0, bos, eos)
            for _ in range(2)]
-    kvs = [M.mega_eager(model, cfg, st, programs=1)[1] for st in sts]
-    for step in range(3):
+    kvs = [M.mega_eager(model, cfg, st, programs=1, tiles=tiles)[1] for st in sts]
+    assert (kvs[1]["sched"].tiles[3] == 16) == bool(tiles), kvs[1]["sched"].tiles
+    for step in range(steps):
         M.mega_llama_step(model, kvs[0], sts[0])
         M._launch(model, kvs[1], sts[1])
         for key in ("ids", "token", "pos"):
