@@ -747,6 +747,8 @@ def test_profile_captures_the_window_steps_with_a_real_nsys(tmp_path, variant, t
 @pytest.mark.parametrize("variant, args, graph_trace", [
     ("graphed", [], "graph"),
     ("fused", [], "graph"),
+    ("mega", [], "graph"),
+    ("while-mega", [], "node"),  # one launch runs every step: its kernels are the steps
     ("graphed-sync", ["--cuda-graph-trace", "node"], "node"),
     ("static", ["--cuda-graph-trace=graph"], "graph"),
 ])
