@@ -23,6 +23,18 @@ LADDER = [
 LADDER_BENCHES = ("ladder", "ladder-expandable", "ladder-compile")
 
 
+def made_line(versions: dict, config: dict, processes: int, model: bool = True) -> str:
+    """The sentence a part's bench files open with: the card and the software they ran on, the
+    configuration they share (the model too where it is one), and how many processes."""
+    ver, cfg = versions, config
+    what = f"{cfg.get('model')}, " if model else ""
+    return (f"Made with {ver.get('gpu')}, driver {ver.get('driver')}, torch {ver.get('torch')}, "
+            f"transformers {ver.get('transformers')}: {what}{cfg.get('dtype')} "
+            f"with matmul precision \"{cfg.get('matmul_precision')}\", "
+            f"{cfg.get('new_tokens')} new tokens, stop schedule {cfg.get('stop')}, "
+            f"{cfg.get('repeats')} repeats a rung ({processes} bench processes).")
+
+
 def read_bench(path: Path) -> pd.DataFrame:
     """One row a variant; compiled runs of a non-compiled variant are labelled `+compile`."""
     data = json.loads(path.read_text())

@@ -22,11 +22,11 @@ MEGA = "docs/mega-20261204"
 
 
 def mega_runs(root: Path) -> str:
-    from .mega import SIZES, runs
+    from .mega import BATCHES, SIZES, runs
 
     t = runs(root / MEGA)
     have = t.groupby(["size", "batch"])["process"].nunique()
-    said = [f"{s} batch {b}: {have[(s, b)]}" for s in SIZES for b in (1, 8) if (s, b) in have]
+    said = [f"{s} batch {b}: {have[(s, b)]}" for s in SIZES for b in BATCHES if (s, b) in have]
     gpu = t.iloc[0]["versions"].get("gpu")
     return (f"The bench files here (`bench-mega-<size>-b<B>-p<K>.json`, each with its log) were "
             f"made on {gpu} by run-h200.sh: processes a configuration, {listing(said)}.")

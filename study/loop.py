@@ -13,7 +13,7 @@ import pandas as pd
 
 from analysis.toolkit import frame_md_table
 
-from .benches import processes_tables
+from .benches import made_line, processes_tables
 from .text import SAME_PROCESS, bullet, listing, pct, span
 
 BENCH = re.compile(r"^bench-b(\d+)-p(\d+)\.json$")
@@ -164,13 +164,7 @@ def loop_sections(root: Path, fig: Path | None = None) -> list:
         return []
     v = by_variant(t)
     first = t.iloc[0]
-    ver, cfg = first["versions"], first["config"]
-    made = (f"Made with {ver.get('gpu')}, driver {ver.get('driver')}, torch {ver.get('torch')}, "
-            f"transformers {ver.get('transformers')}: {cfg.get('model')}, {cfg.get('dtype')} "
-            f"with matmul precision \"{cfg.get('matmul_precision')}\", "
-            f"{cfg.get('new_tokens')} new tokens, stop schedule {cfg.get('stop')}, "
-            f"{cfg.get('repeats')} repeats a rung ({len(t.groupby(['batch', 'process']))} "
-            "bench processes).")
+    made = made_line(first["versions"], first["config"], len(t.groupby(["batch", "process"])))
     parts = [f"## The whole loop on the GPU ({root.name})", LOOP_TEXT, made,
              *findings(t, v), "### The rungs by batch (untraced)",
              frame_md_table(ladder_table(v))]

@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.toolkit import frame_md_table
 
+from .benches import made_line
 from .text import SAME_PROCESS, bullet, listing, pct, span
 
 BENCH = re.compile(r"^bench-mega-(?P<size>[0-9a-z]+)-b(?P<batch>\d+)-p(?P<process>\d+)\.json$")
@@ -175,11 +176,8 @@ def mega_sections(root: Path, fig: Path | None = None) -> list:
         return []
     v = by_rung(t)
     first = t.iloc[0]
-    ver, cfg = first["versions"], first["config"]
-    made = (f"Made with {ver.get('gpu')}, driver {ver.get('driver')}, torch {ver.get('torch')}: "
-            f"{cfg.get('dtype')}, {cfg.get('new_tokens')} new tokens, stop schedule "
-            f"{cfg.get('stop')}, {cfg.get('repeats')} repeats a rung "
-            f"({len(t.groupby(['size', 'batch', 'process']))} bench processes).")
+    made = made_line(first["versions"], first["config"],
+                     len(t.groupby(["size", "batch", "process"])), model=False)
     return [f"## One kernel a step ({root.name})", MEGA_TEXT, made, *goal_lines(v),
             tokens_line(t), *missing(t), "### The rungs by size and batch (untraced)",
             frame_md_table(rung_table(v))]
