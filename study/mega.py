@@ -42,7 +42,8 @@ MEGA_TEXT = (
     "warm-up); the processes of one configuration ran in different rounds. ms/step is the "
     "median over the processes of each process's median, the range beside it the processes' "
     "medians; `% floor` is the bytes a step must move at the copy rate each process measured "
-    "(docs/METRICS.md, \"Bandwidth floor\"), the median over the processes.")
+    "(docs/METRICS.md, \"Bandwidth floor\"), the median over the processes (their range "
+    "beside it).")
 
 
 def runs(root: Path) -> pd.DataFrame:
@@ -84,7 +85,8 @@ def by_rung(t: pd.DataFrame) -> pd.DataFrame:
     out = (t.groupby(["size", "batch", "variant"], sort=False)
            .agg(processes=("ms", "size"), ms=("ms", "median"), lo=("ms", "min"),
                 hi=("ms", "max"), floor_ms=("floor_ms", "median"),
-                floor_pct=("floor_pct", "median"), tokens_per_s=("tokens_per_s", "median"))
+                floor_pct=("floor_pct", "median"), floor_lo=("floor_pct", "min"),
+                floor_hi=("floor_pct", "max"), tokens_per_s=("tokens_per_s", "median"))
            .reset_index())
     out["vs_while_fused"] = [ratio.get((r.size, r.batch, r.variant)) for r in out.itertuples()]
     return out.sort_values(["size", "batch", "variant"], key=_key).reset_index(drop=True)
@@ -98,7 +100,8 @@ def rung_table(v: pd.DataFrame) -> pd.DataFrame:
             "ms/step": f"{r.ms:.3f}",
             "processes' range": f"{r.lo:.3f}–{r.hi:.3f}" if r.processes > 1 else "–",
             "tokens/s": f"{r.tokens_per_s:.0f}", "floor ms": f"{r.floor_ms:.3f}",
-            "% floor": f"{r.floor_pct:.1f}",
+            "% floor": f"{r.floor_pct:.1f}" + (f" ({r.floor_lo:.1f}–{r.floor_hi:.1f})"
+                                                 if r.processes > 1 else ""),
             "÷ while-fused (each process)": span(r.vs_while_fused, ".3f") + "x"
             if r.vs_while_fused else "–"})
     return pd.DataFrame(rows)
@@ -138,8 +141,11 @@ def goals(v: pd.DataFrame) -> list:
         r = one.loc[size]
         fused = v[(v["size"] == size) & (v["batch"] == 1) & (v["variant"] == "while-fused")]
         was = f" (`while-fused`: {fused['floor_pct'].iloc[0]:.1f}%)" if len(fused) else ""
-        out.append((size, f"`mega` ran {r['ms']:.3f} ms a token, {r['floor_pct']:.1f}% of the "
-                    f"floor{was}, against a goal of {pct(goal, 0)}",
+        spread = (f", processes {r['floor_lo']:.1f}–{r['floor_hi']:.1f}%"
+                  if r["processes"] > 1 else "")
+        out.append((size, f"`mega` ran {r['ms']:.3f} ms a token (processes {r['lo']:.3f}–"
+                    f"{r['hi']:.3f}), {r['floor_pct']:.1f}% of the floor{spread}{was}, against "
+                    f"a goal of {pct(goal, 0)}",
                     bool(r["floor_pct"] >= 100 * goal)))
     for size, than in SAME_AS.items():
         if size not in one.index or one.loc[size, "vs_while_fused"] is None:

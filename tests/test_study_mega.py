@@ -76,8 +76,12 @@ def test_tokens_compared_in_each_process(tmp_path):
 
 def test_the_committed_runs():
     text = "\n".join(mega_sections(ROOT / "docs/mega-20261204"))
-    assert "`mega` ran 0.281 ms a token, 30.5% of the floor (`while-fused`: 24.5%)" in text
-    assert "`mega` ran 1.420 ms a token, 59.3% of the floor (`while-fused`: 63.6%)" in text
+    assert ("`mega` ran 0.281 ms a token (processes 0.280–0.281), 30.5% of the floor, processes "
+            "30.2–30.8% (`while-fused`: 24.5%)") in text
+    assert ("`mega` ran 1.420 ms a token (processes 1.418–1.422), 59.3% of the floor, processes "
+            "59.3–59.4% (`while-fused`: 63.6%)") in text
+    assert ("| small | 1 | mega | 2 | 0.281 | 0.280–0.281 | 3565 | 0.086 | 30.5 (30.2–30.8) |"
+            in text)
     assert ("`mega` took 1.267x `while-fused`'s time a token (in one process, the median of 2 "
             "processes' own ratios, 1.266–1.268)") in text
     assert "| 8b | 1 | while-mega | 2 | 7.497 | 7.492–7.501 |" in text
